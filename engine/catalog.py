@@ -1,0 +1,283 @@
+"""Table sources a session can register: in-memory Arrow data and Parquet/CSV/IPC files.
+
+A source knows its schema and row-count estimate, splits itself into scan units (batch ranges,
+files, row groups) and reads one unit with a projection pushed into the reader.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from plansight.errors import PlanError
+
+
+@dataclass(frozen=True)
+class ScanUnit:
+    """One piece of a source: a file (with optional row groups) or a slice of memory batches."""
+
+    path: str | None = None
+    row_groups: tuple[int, ...] | None = None
+    batches: tuple[int, ...] = ()
+    rows: int = 0
+
+
+class TableSource:
+    kind = "memory"
+    schema: pa.Schema
+
+    def num_rows(self) -> int | None:
+        return None
+
+    def units(self) -> list[ScanUnit]:
+        raise NotImplementedError
+
+    def read(self, unit: ScanUnit, columns: list[str], batch_size: int) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def prune(self, units: list[ScanUnit], predicates: list[Any]) -> tuple[list[ScanUnit], int]:
+        """Drop units whose statistics prove no row passes; returns (kept, pruned count)."""
+        return units, 0
+
+    def describe(self) -> str:
+        return f"file_type={self.kind}"
+
+
+class MemorySource(TableSource):
+    kind = "memory"
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self.schema = table.schema
+        self._batches = table.to_batches()
+
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+    def units(self) -> list[ScanUnit]:
+        return [ScanUnit(batches=(i,), rows=b.num_rows) for i, b in enumerate(self._batches)
+                if b.num_rows]
+
+    def read(self, unit, columns, batch_size):
+        for i in unit.batches:
+            batch = self._batches[i].select(columns)
+            for offset in range(0, batch.num_rows, batch_size):
+                yield batch.slice(offset, batch_size)
+
+    def describe(self) -> str:
+        return f"partitions=1, partition_sizes=[{len(self._batches)}]"
+
+
+def _expand(path: str | os.PathLike, suffixes: tuple[str, ...]) -> list[str]:
+    path = str(path)
+    if os.path.isdir(path):
+        files = sorted(p for p in glob.glob(os.path.join(path, "**", "*"), recursive=True)
+                       if os.path.isfile(p) and (not suffixes or p.endswith(suffixes)))
+    elif any(ch in path for ch in "*?["):
+        files = sorted(glob.glob(path, recursive=True))
+    else:
+        files = [path]
+    if not files:
+        raise PlanError(f"no files found at {path!r}")
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        raise PlanError(f"file not found: {missing[0]!r}")
+    return files
+
+
+class ParquetSource(TableSource):
+    kind = "parquet"
+
+    def __init__(self, path):
+        import pyarrow.parquet as pq
+
+        self.files = _expand(path, (".parquet", ".parq", ".pq"))
+        try:
+            self._meta = {f: pq.ParquetFile(f).metadata for f in self.files}
+            self.schema = pq.ParquetFile(self.files[0]).schema_arrow
+        except (pa.ArrowInvalid, OSError) as e:
+            raise PlanError(f"cannot read Parquet file {self.files[0]!r}: {e}") from e
+
+    def num_rows(self) -> int:
+        return sum(m.num_rows for m in self._meta.values())
+
+    def units(self) -> list[ScanUnit]:
+        return [ScanUnit(path=f, row_groups=(i,), rows=m.row_group(i).num_rows)
+                for f, m in self._meta.items() for i in range(m.num_row_groups)]
+
+    def read(self, unit, columns, batch_size):
+        import pyarrow.parquet as pq
+
+        try:
+            reader = pq.ParquetFile(unit.path)
+            yield from reader.iter_batches(batch_size=batch_size, row_groups=unit.row_groups,
+                                           columns=columns, use_threads=False)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise PlanError(f"cannot read Parquet file {unit.path!r}: {e}") from e
+
+    def prune(self, units, predicates):
+        if not predicates:
+            return units, 0
+        kept = []
+        for unit in units:
+            stats = _row_group_stats(self._meta[unit.path], unit.row_groups[0])
+            if all(_may_match(p, stats) for p in predicates):
+                kept.append(unit)
+        return kept, len(units) - len(kept)
+
+    def describe(self) -> str:
+        return f"files={len(self.files)}, file_type=parquet"
+
+
+def _row_group_stats(meta, index: int) -> dict[str, tuple[Any, Any, int]]:
+    group = meta.row_group(index)
+    stats = {}
+    for c in range(group.num_columns):
+        column = group.column(c)
+        s = column.statistics
+        if s is not None and s.has_min_max:
+            stats[column.path_in_schema] = (s.min, s.max, s.null_count)
+    return stats
+
+
+def _may_match(predicate: tuple[str, str, Any], stats) -> bool:
+    """False only when min/max statistics prove that no row satisfies ``column op value``."""
+    column, op, value = predicate
+    if column not in stats:
+        return True
+    low, high, _ = stats[column]
+    try:
+        if op == "eq":
+            return low <= value <= high
+        if op == "lt":
+            return low < value
+        if op == "lte":
+            return low <= value
+        if op == "gt":
+            return high > value
+        if op == "gte":
+            return high >= value
+    except TypeError:
+        return True
+    return True
+
+
+class CsvSource(TableSource):
+    kind = "csv"
+
+    def __init__(self, path, **options):
+        import pyarrow.csv as pacsv
+
+        self.files = _expand(path, (".csv", ".tsv", ".txt", ".csv.gz"))
+        self.options = options
+        delimiter = options.get("delimiter", options.get("sep", ","))
+        self._parse = pacsv.ParseOptions(delimiter=delimiter)
+        header = options.get("header", True)
+        self._read = pacsv.ReadOptions(autogenerate_column_names=not header,
+                                       block_size=1 << 22)
+        try:
+            reader = pacsv.open_csv(self.files[0], read_options=self._read,
+                                    parse_options=self._parse)
+            self.schema = reader.schema
+            reader.close()
+        except (pa.ArrowInvalid, OSError) as e:
+            raise PlanError(f"cannot read CSV file {self.files[0]!r}: {e}") from e
+        self._convert_types = dict(zip(self.schema.names, self.schema.types))
+
+    def units(self) -> list[ScanUnit]:
+        return [ScanUnit(path=f, rows=os.path.getsize(f) // 64) for f in self.files]
+
+    def num_rows(self) -> int:
+        return sum(u.rows for u in self.units())
+
+    def read(self, unit, columns, batch_size):
+        import pyarrow.csv as pacsv
+
+        convert = pacsv.ConvertOptions(include_columns=columns,
+                                       column_types=self._convert_types)
+        try:
+            reader = pacsv.open_csv(unit.path, read_options=self._read,
+                                    parse_options=self._parse, convert_options=convert)
+            for batch in reader:
+                for offset in range(0, batch.num_rows, batch_size):
+                    yield batch.slice(offset, batch_size)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise PlanError(f"cannot read CSV file {unit.path!r}: {e}") from e
+
+
+class IpcSource(TableSource):
+    kind = "arrow"
+
+    def __init__(self, path):
+        self.files = _expand(path, (".arrow", ".ipc", ".feather"))
+        try:
+            self.schema = self._open(self.files[0]).schema
+        except (pa.ArrowInvalid, OSError) as e:
+            raise PlanError(f"cannot read Arrow IPC file {self.files[0]!r}: {e}") from e
+
+    @staticmethod
+    def _open(path):
+        try:
+            return pa.ipc.open_file(pa.memory_map(path))
+        except pa.ArrowInvalid:
+            return pa.ipc.open_stream(pa.memory_map(path))
+
+    def units(self) -> list[ScanUnit]:
+        return [ScanUnit(path=f, rows=os.path.getsize(f) // 16) for f in self.files]
+
+    def num_rows(self) -> int:
+        return sum(u.rows for u in self.units())
+
+    def read(self, unit, columns, batch_size):
+        try:
+            reader = self._open(unit.path)
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches)) \
+                if isinstance(reader, pa.ipc.RecordBatchFileReader) else reader
+            for batch in batches:
+                batch = batch.select(columns)
+                for offset in range(0, batch.num_rows, batch_size):
+                    yield batch.slice(offset, batch_size)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise PlanError(f"cannot read Arrow IPC file {unit.path!r}: {e}") from e
+
+
+def source_from_object(obj: Any) -> TableSource:
+    """A MemorySource from an Arrow table/batch/reader, pandas or polars DataFrame."""
+    if isinstance(obj, TableSource):
+        return obj
+    if isinstance(obj, pa.Table):
+        return MemorySource(normalize_table(obj))
+    if isinstance(obj, pa.RecordBatch):
+        return MemorySource(pa.Table.from_batches([obj]))
+    if isinstance(obj, pa.RecordBatchReader):
+        return MemorySource(obj.read_all())
+    module = type(obj).__module__.split(".")[0]
+    if module == "pandas":
+        return MemorySource(normalize_table(pa.Table.from_pandas(obj, preserve_index=False)))
+    if module == "polars":
+        return MemorySource(normalize_table(obj.to_arrow()))
+    if hasattr(obj, "__arrow_c_stream__"):
+        return MemorySource(pa.table(obj))
+    raise PlanError(f"cannot register an object of type {type(obj).__name__}: expected a "
+                    "pyarrow Table/RecordBatch/RecordBatchReader or a pandas/polars DataFrame")
+
+
+def normalize_table(table: pa.Table) -> pa.Table:
+    """Large/view string types are read as plain ones so kernels see one string type."""
+    fields = []
+    changed = False
+    for f in table.schema:
+        t = f.type
+        if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            t, changed = pa.string(), True
+        fields.append(pa.field(f.name, t, f.nullable))
+    return table.cast(pa.schema(fields)) if changed else table
+
+
+__all__ = ["TableSource", "MemorySource", "ParquetSource", "CsvSource", "IpcSource",
+           "source_from_object", "ScanUnit"]

@@ -1,0 +1,62 @@
+"""What a running plan can see: configuration, memory pool, metrics, events, cancellation."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from plansight.engine.exec.events import EventBus
+from plansight.engine.exec.memory_pool import MemoryPool
+from plansight.engine.exec.metrics import MetricsRegistry
+from plansight.errors import Cancelled
+
+
+@dataclass
+class SessionConfig:
+    """Session options (DuckDB's names where DuckDB has the option)."""
+
+    target_partitions: int = 1
+    batch_size: int = 8192
+    memory_limit: int | None = None
+    default_null_order: str = "nulls_last"
+    integer_division: bool = False
+    spill_dir: str | None = None
+    memory_pool_policy: str = "greedy"
+
+    def copy(self) -> SessionConfig:
+        return SessionConfig(**self.__dict__)
+
+
+@dataclass
+class TaskContext:
+    config: SessionConfig
+    memory_pool: MemoryPool
+    metrics: MetricsRegistry = field(default_factory=MetricsRegistry)
+    events: EventBus = field(default_factory=EventBus)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    _spill_dir: Path | None = None
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.batch_size
+
+    def check_cancelled(self) -> None:
+        if self.cancelled.is_set():
+            raise Cancelled("query cancelled")
+
+    def spill_dir(self) -> Path:
+        """A per-query folder for spill files, created on first use, removed by cleanup()."""
+        if self._spill_dir is None:
+            base = self.config.spill_dir
+            if base:
+                Path(base).mkdir(parents=True, exist_ok=True)
+            self._spill_dir = Path(tempfile.mkdtemp(prefix="plansight-spill-", dir=base))
+        return self._spill_dir
+
+    def cleanup(self) -> None:
+        if self._spill_dir is not None:
+            shutil.rmtree(self._spill_dir, ignore_errors=True)
+            self._spill_dir = None

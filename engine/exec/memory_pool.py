@@ -1,0 +1,148 @@
+"""The session's memory pool: named consumers grow reservations before holding data.
+
+    consumer ──try_grow(n)──▶ pool ──ok──▶ reservation.size += n
+                                  └─no──▶ consumer spills, or grow() raises ResourcesExhausted
+
+Accounting uses Arrow buffer sizes (``nbytes``). A reservation is released when its owner is
+done (``free()``, also from ``finally`` on error or cancellation).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from plansight.errors import ResourcesExhausted
+
+
+def parse_memory_limit(value: int | float | str | None) -> int | None:
+    """``"2GB"`` / ``"512MiB"`` / ``1_000_000`` -> bytes; None stays None (no limit).
+
+    Example:
+        >>> parse_memory_limit("1.5KB"), parse_memory_limit("2MiB"), parse_memory_limit(10)
+        (1500, 2097152, 10)
+    """
+    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value is not None and value <= 0:
+            raise ValueError(f"memory limit must be positive, got {value}")
+        return None if value is None else int(value)
+    text = str(value).strip().replace(" ", "").upper()
+    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+             "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "K": 10**3, "M": 10**6,
+             "G": 10**9}
+    number = text.rstrip("KMGTIB")
+    unit = text[len(number):]
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = -1.0
+    if unit not in units or amount <= 0:
+        raise ValueError(f"invalid memory limit {value!r}: use bytes or a size like '512MB', "
+                         "'2GB', '1GiB'")
+    return int(amount * units[unit])
+
+
+def format_bytes(n: int | float) -> str:
+    """Human-readable bytes, e.g. ``format_bytes(1536) == '1.5 KiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+class MemoryPool:
+    """A shared budget in bytes; ``limit=None`` tracks without limiting.
+
+    Example:
+        >>> pool = MemoryPool(1000)
+        >>> r = pool.register("SortExec[0]", can_spill=True)
+        >>> r.try_grow(800), r.try_grow(300), pool.reserved
+        (True, False, 800)
+        >>> r.free(); pool.reserved
+        0
+    """
+
+    def __init__(self, limit: int | None = None, policy: str = "greedy"):
+        if policy not in ("greedy", "fair"):
+            raise ValueError(f"unknown memory pool policy {policy!r}: use 'greedy' or 'fair'")
+        self.limit = limit
+        self.policy = policy
+        self.reserved = 0
+        self.peak = 0
+        self._consumers: dict[int, MemoryReservation] = {}
+        self._lock = threading.Lock()
+        self.listeners: list[Callable[[MemoryReservation, int], None]] = []
+
+    def register(self, consumer: str, can_spill: bool = False) -> MemoryReservation:
+        reservation = MemoryReservation(self, consumer, can_spill)
+        with self._lock:
+            self._consumers[id(reservation)] = reservation
+        return reservation
+
+    def consumers(self) -> list[MemoryReservation]:
+        with self._lock:
+            return sorted(self._consumers.values(), key=lambda r: -r.size)
+
+    def _grant(self, reservation: MemoryReservation, additional: int) -> bool:
+        with self._lock:
+            if self.limit is not None and additional > 0:
+                if self.reserved + additional > self.limit:
+                    return False
+                if self.policy == "fair" and reservation.can_spill:
+                    spillers = sum(1 for r in self._consumers.values() if r.can_spill) or 1
+                    unspillable = sum(r.size for r in self._consumers.values() if not r.can_spill)
+                    if reservation.size + additional > (self.limit - unspillable) / spillers:
+                        return False
+            self.reserved += additional
+            reservation.size += additional
+            reservation.peak = max(reservation.peak, reservation.size)
+            self.peak = max(self.peak, self.reserved)
+            total = self.reserved
+        for listener in self.listeners:
+            listener(reservation, total)
+        return True
+
+    def _unregister(self, reservation: MemoryReservation) -> None:
+        with self._lock:
+            self._consumers.pop(id(reservation), None)
+
+    def exhausted_error(self, reservation: MemoryReservation, requested: int) -> ResourcesExhausted:
+        top = ", ".join(f"{r.consumer}={format_bytes(r.size)}" for r in self.consumers()[:3])
+        return ResourcesExhausted(
+            f"{reservation.consumer} could not reserve {format_bytes(requested)} more "
+            f"(it holds {format_bytes(reservation.size)}; pool {format_bytes(self.reserved)} "
+            f"reserved of limit {format_bytes(self.limit or 0)}). Largest consumers: {top}. "
+            "Raise the memory limit (SET memory_limit = '4GB') or reduce the data.")
+
+
+class MemoryReservation:
+    """One consumer's share of the pool."""
+
+    def __init__(self, pool: MemoryPool, consumer: str, can_spill: bool):
+        self.pool, self.consumer, self.can_spill = pool, consumer, can_spill
+        self.size = 0
+        self.peak = 0
+
+    def try_grow(self, additional: int) -> bool:
+        return self.pool._grant(self, int(additional))
+
+    def grow(self, additional: int) -> None:
+        """Grow or raise ResourcesExhausted (for consumers that cannot spill)."""
+        if not self.try_grow(additional):
+            raise self.pool.exhausted_error(self, int(additional))
+
+    def shrink(self, amount: int) -> None:
+        self.pool._grant(self, -min(int(amount), self.size))
+
+    def resize(self, new_size: int) -> None:
+        """Grow or shrink to exactly ``new_size`` (grow may raise)."""
+        if new_size > self.size:
+            self.grow(new_size - self.size)
+        elif new_size < self.size:
+            self.shrink(self.size - new_size)
+
+    def free(self) -> None:
+        if self.size:
+            self.pool._grant(self, -self.size)
+        self.pool._unregister(self)

@@ -1,0 +1,74 @@
+"""Per-operator, per-partition metrics, shared names across all operators.
+
+Operators only ever add to counters of their own ``PartitionMetrics``; readers (EXPLAIN
+ANALYZE, widgets) aggregate across partitions.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+SHARED_METRICS = ("output_rows", "output_batches", "elapsed_compute", "mem_reserved", "peak_mem",
+                  "spill_count", "spilled_bytes", "spilled_rows")
+
+
+@dataclass
+class PartitionMetrics:
+    operator_id: int
+    operator: str
+    partition: int
+    values: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    start: float | None = None
+    end: float | None = None
+
+    def add(self, name: str, amount: float = 1) -> None:
+        self.values[name] += amount
+
+    def set_max(self, name: str, value: float) -> None:
+        if value > self.values[name]:
+            self.values[name] = value
+
+    def __getitem__(self, name: str) -> float:
+        return self.values.get(name, 0)
+
+
+class MetricsRegistry:
+    """All metrics of one query run, keyed by (operator id, partition)."""
+
+    def __init__(self):
+        self._metrics: dict[tuple[int, int], PartitionMetrics] = {}
+        self._lock = threading.Lock()
+
+    def for_partition(self, operator_id: int, operator: str, partition: int) -> PartitionMetrics:
+        key = (operator_id, partition)
+        with self._lock:
+            metrics = self._metrics.get(key)
+            if metrics is None:
+                metrics = self._metrics[key] = PartitionMetrics(operator_id, operator, partition)
+            return metrics
+
+    def partitions(self, operator_id: int) -> list[PartitionMetrics]:
+        with self._lock:
+            found = [m for (op, _), m in self._metrics.items() if op == operator_id]
+        return sorted(found, key=lambda m: m.partition)
+
+    def total(self, operator_id: int, name: str) -> float:
+        values = [m[name] for m in self.partitions(operator_id)]
+        if name in ("peak_mem",):
+            return max(values, default=0)
+        return sum(values)
+
+    def snapshot(self) -> dict[int, dict[str, float]]:
+        """Operator id -> metric totals (a consistent copy for observers)."""
+        with self._lock:
+            items = list(self._metrics.values())
+        out: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for m in items:
+            for name, value in list(m.values.items()):
+                if name == "peak_mem":
+                    out[m.operator_id][name] = max(out[m.operator_id][name], value)
+                else:
+                    out[m.operator_id][name] += value
+        return {k: dict(v) for k, v in out.items()}

@@ -1,0 +1,209 @@
+"""SQL aggregate functions: result types (DuckDB's) and their Arrow hash-aggregate kernels.
+
+``aggregate_table`` computes every aggregate of a GROUP BY in one pass of Arrow's
+``Table.group_by`` (C++ hash aggregation); aggregates without a direct kernel (DISTINCT sum,
+exact median/quantile, string_agg) are assembled from list kernels, still vectorized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plansight.errors import PlanError, did_you_mean
+
+NUMERIC_RESULT = {"avg", "mean", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
+                  "var_pop", "median", "quantile_cont"}
+
+AGGREGATES = ("count", "count_star", "sum", "avg", "mean", "min", "max", "stddev", "stddev_samp",
+              "stddev_pop", "variance", "var_samp", "var_pop", "bool_and", "bool_or", "every",
+              "string_agg", "group_concat", "listagg", "median", "quantile_cont", "quantile_disc",
+              "quantile", "first", "any_value", "arbitrary", "product", "list", "array_agg")
+
+
+def is_aggregate(name: str) -> bool:
+    return name.lower() in AGGREGATES
+
+
+def aggregate_return_type(func: str, arg_types: list[pa.DataType]) -> pa.DataType:
+    func = func.lower()
+    if func not in AGGREGATES:
+        raise PlanError(f"unknown aggregate function {func!r}." + did_you_mean(func, AGGREGATES))
+    if func in ("count", "count_star"):
+        return pa.int64()
+    if not arg_types:
+        raise PlanError(f"aggregate {func}() needs an argument")
+    t = arg_types[0]
+    if func == "sum":
+        if pa.types.is_integer(t) or pa.types.is_boolean(t):
+            return pa.int64()
+        if pa.types.is_decimal(t):
+            return pa.decimal128(38, t.scale)
+        if pa.types.is_floating(t):
+            return pa.float64()
+        raise PlanError(f"sum() cannot be applied to {t}")
+    if func == "product":
+        return pa.float64()
+    if func in NUMERIC_RESULT:
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
+            if func in ("median", "quantile_cont") and (pa.types.is_temporal(t)):
+                return t
+            raise PlanError(f"{func}() cannot be applied to {t}")
+        return pa.float64()
+    if func in ("bool_and", "bool_or", "every"):
+        if not pa.types.is_boolean(t):
+            raise PlanError(f"{func}() needs a BOOLEAN argument, got {t}")
+        return pa.bool_()
+    if func in ("string_agg", "group_concat", "listagg"):
+        return pa.string()
+    if func in ("list", "array_agg"):
+        return pa.list_(t)
+    return t  # min, max, first, any_value, quantile_disc
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    """One aggregate over an input column (``column`` None for COUNT(*))."""
+
+    func: str
+    column: str | None
+    output: str
+    type: pa.DataType
+    distinct: bool = False
+    options: tuple = ()
+
+    def option(self, name, default=None):
+        return dict(self.options).get(name, default)
+
+
+_KERNEL = {"count": "count", "sum": "sum", "avg": "mean", "mean": "mean", "min": "min",
+           "max": "max", "stddev": "stddev", "stddev_samp": "stddev", "stddev_pop": "stddev",
+           "variance": "variance", "var_samp": "variance", "var_pop": "variance",
+           "bool_and": "all", "every": "all", "bool_or": "any", "first": "first",
+           "any_value": "first", "arbitrary": "first", "product": "product",
+           "list": "list", "array_agg": "list"}
+
+
+def _kernel_options(spec: AggregateSpec):
+    func = spec.func
+    if func in ("stddev", "stddev_samp", "variance", "var_samp"):
+        return pc.VarianceOptions(ddof=1)
+    if func in ("stddev_pop", "var_pop"):
+        return pc.VarianceOptions(ddof=0)
+    if func == "count":
+        return pc.CountOptions(mode="only_valid")
+    if func in ("bool_and", "bool_or", "every", "sum", "product", "min", "max", "avg", "mean"):
+        return pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
+    return None
+
+
+def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]) -> pa.Table:
+    """GROUP BY ``keys`` over ``table``; output columns: keys then one per spec, named."""
+    simple, special = [], []
+    work = table
+    for i, spec in enumerate(specs):
+        if spec.func == "count_star":
+            simple.append((i, ([], "count_all", None)))
+        elif spec.distinct and spec.func == "count":
+            simple.append((i, (spec.column, "count_distinct", pc.CountOptions(mode="only_valid"))))
+        elif spec.distinct or spec.func in ("string_agg", "group_concat", "listagg", "median",
+                                            "quantile_cont", "quantile_disc", "quantile"):
+            special.append((i, spec))
+        elif spec.func in _KERNEL:
+            column = spec.column
+            t = table.schema.field(column).type
+            if spec.func in NUMERIC_RESULT and pa.types.is_decimal(t):
+                cast_name = f"__f64_{i}"
+                work = work.append_column(cast_name, pc.cast(table[column], pa.float64()))
+                column = cast_name
+            simple.append((i, (column, _KERNEL[spec.func], _kernel_options(spec))))
+        else:
+            raise PlanError(f"aggregate {spec.func}() is not supported")
+    aggregations = [agg for _, agg in simple]
+    if special:
+        # a list per group for each special aggregate; finished below, vectorized
+        for i, spec in special:
+            aggregations.append((spec.column, "list", None))
+    grouped = work.group_by(keys, use_threads=False).aggregate(aggregations) if aggregations \
+        else work.group_by(keys, use_threads=False).aggregate([([], "count_all", None)])
+    n_keys = len(keys)
+    # Arrow puts aggregate columns first, then the keys
+    key_columns = [grouped.column(len(aggregations) + k) if aggregations else grouped.column(1 + k)
+                   for k in range(n_keys)]
+    results: dict[int, pa.Array] = {}
+    for position, (i, _) in enumerate(simple):
+        results[i] = grouped.column(position)
+    for offset, (i, spec) in enumerate(special):
+        lists = grouped.column(len(simple) + offset).combine_chunks()
+        results[i] = _finish_special(spec, lists)
+    columns = key_columns + [_cast_result(results[i], spec.type) for i, spec in enumerate(specs)]
+    names = keys + [spec.output for spec in specs]
+    return pa.table(columns, names=names)
+
+
+def _cast_result(column, type_: pa.DataType):
+    return column if column.type == type_ else pc.cast(column, type_)
+
+
+def _finish_special(spec: AggregateSpec, lists: pa.ListArray) -> pa.Array:
+    """Reduce a list per group (NULLs already inside) to the aggregate value, vectorized."""
+    n_groups = len(lists)
+    parents = pc.list_parent_indices(lists)
+    values = pc.list_flatten(lists)
+    valid = values.is_valid()
+    parents, values = parents.filter(valid), values.filter(valid)
+    if spec.distinct:
+        pairs = pa.table({"g": parents, "v": values}).group_by(["g", "v"],
+                                                              use_threads=False).aggregate([])
+        parents, values = pairs["g"].combine_chunks(), pairs["v"].combine_chunks()
+    func = spec.func
+    if func in ("string_agg", "group_concat", "listagg"):
+        order = np.argsort(parents.to_numpy(), kind="stable")
+        values = values.take(pa.array(order)).cast(pa.string())
+        parents_np = parents.to_numpy()[order]
+        counts = np.bincount(parents_np, minlength=n_groups)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        rebuilt = pa.ListArray.from_arrays(pa.array(offsets), values)
+        joined = pc.binary_join(rebuilt, spec.option("separator", ","))
+        return pc.if_else(pa.array(counts > 0), joined, pa.nulls(n_groups, pa.string()))
+    if func in ("median", "quantile_cont", "quantile_disc", "quantile"):
+        return _quantiles(spec, parents, values, n_groups)
+    # DISTINCT sum / avg / min / max / ... : aggregate the de-duplicated pairs by group
+    inner = AggregateSpec(spec.func, "v", "r", spec.type)
+    reduced = aggregate_table(pa.table({"g": parents, "v": values}), ["g"], [inner])
+    out = pa.nulls(n_groups, spec.type)
+    if reduced.num_rows:
+        slots = np.full(n_groups, -1, dtype=np.int64)
+        slots[reduced["g"].to_numpy()] = np.arange(reduced.num_rows)
+        idx = pa.array(np.where(slots >= 0, slots, 0))
+        taken = reduced["r"].combine_chunks().take(idx)
+        out = pc.if_else(pa.array(slots >= 0), taken, out)
+    if spec.func == "count":
+        out = pc.fill_null(out, 0)
+    return out
+
+
+def _quantiles(spec, parents, values, n_groups) -> pa.Array:
+    q = float(spec.option("quantile", 0.5))
+    order = pc.sort_indices(pa.table({"g": parents, "v": values}),
+                            sort_keys=[("g", "ascending"), ("v", "ascending")])
+    sorted_values = values.take(order)
+    counts = np.bincount(parents.to_numpy(), minlength=n_groups)
+    starts = np.cumsum(counts) - counts
+    has = counts > 0
+    if spec.func == "quantile_disc":
+        # DuckDB: the value at index floor(q * (n - 1)) ... rounded like DuckDB's discrete
+        pos = starts + np.floor(q * (counts - 1) + 1e-9).astype(np.int64).clip(0)
+        taken = sorted_values.take(pa.array(np.where(has, pos, 0)))
+        return pc.if_else(pa.array(has), taken, pa.nulls(n_groups, taken.type))
+    as_float = np.asarray(pc.cast(sorted_values, pa.float64()).to_numpy(zero_copy_only=False))
+    position = q * (counts - 1)
+    lower = np.floor(position).astype(np.int64).clip(0)
+    upper = np.ceil(position).astype(np.int64).clip(0)
+    lo_values = as_float[np.where(has, starts + lower, 0)] if len(as_float) else np.zeros(n_groups)
+    hi_values = as_float[np.where(has, starts + upper, 0)] if len(as_float) else np.zeros(n_groups)
+    result = lo_values + (hi_values - lo_values) * (position - lower)
+    return pa.array(result, pa.float64(), mask=~has)

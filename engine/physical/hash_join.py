@@ -1,0 +1,209 @@
+"""HashJoinExec: equi-join by integer key codes (collect-left: build on the left child).
+
+    build (left, collected)              probe (right, streamed batch by batch)
+    key columns ──factorize──▶ codes      key columns ──index into build's uniques──▶ codes
+    argsort(codes) → groups (start,count)          │
+                          └──────── expand_matches ┘──▶ (probe row, build row) pairs
+                                                        └─▶ JoinAssembler (filter, outer, semi, anti)
+
+Keys decide with integers (principle 4): each key column is factorized against the build
+side's distinct values (``pc.index_in``), multi-column keys are combined arithmetically and
+re-densified when the code space would overflow. NULL keys never match.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plansight.engine.logical.expr import Expr
+from plansight.engine.physical.expressions import evaluate
+from plansight.engine.physical.join_output import JoinAssembler, expand_matches, join_schema
+from plansight.engine.physical.plan import (
+    SINGLE_PARTITION,
+    UNSPECIFIED,
+    ExecutionPlan,
+    Partitioning,
+)
+
+_MAX_CODE = 1 << 62
+
+
+class KeyIndex:
+    """Build-side key groups, and the mapping of probe keys onto them."""
+
+    def __init__(self, keys: list[pa.Array]):
+        self.uniques = []
+        self._space = 1  # size of the combined code space so far
+        codes = None
+        self.cards = []
+        self.compress: list[np.ndarray | None] = []
+        valid = np.ones(len(keys[0]) if keys else 0, dtype=bool)
+        for key in keys:
+            uniq = pc.unique(key.drop_null()) if key.null_count else pc.unique(key)
+            self.uniques.append(uniq)
+            c = pc.index_in(key, value_set=uniq)
+            valid &= np.asarray(c.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            c = np.asarray(c.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            codes, compress = self._combine(codes, c, len(uniq), build=True)
+            self.compress.append(compress)
+        codes = np.where(valid, codes, -1) if codes is not None else np.empty(0, np.int64)
+        self.has_null_key = not bool(valid.all())
+        self.num_rows = len(codes)
+        groups = int(codes.max()) + 1 if len(codes) and codes.max() >= 0 else 0
+        self.order = np.argsort(codes, kind="stable")
+        nulls = int((codes < 0).sum())
+        self.counts = np.bincount(codes[codes >= 0], minlength=groups)
+        self.starts = nulls + np.cumsum(self.counts) - self.counts
+
+    def _combine(self, codes, c, card, build):
+        if codes is None:
+            return c, None
+        combined = codes * card + c
+        if self._space * card < _MAX_CODE:
+            self._space *= card
+            return combined, None
+        uniq, inverse = np.unique(combined, return_inverse=True)
+        self._space = len(uniq)
+        return inverse.astype(np.int64), uniq
+
+    def probe_codes(self, keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+        """(group code per probe row or -1, mask of probe rows with a NULL key)."""
+        n = len(keys[0])
+        codes = None
+        found = np.ones(n, dtype=bool)
+        null_key = np.zeros(n, dtype=bool)
+        for key, uniq, compress in zip(keys, self.uniques, self.compress):
+            if key.null_count:
+                null_key |= np.asarray(key.is_null().to_numpy(zero_copy_only=False), bool)
+            c = pc.index_in(key, value_set=uniq)
+            found &= np.asarray(c.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            c = np.asarray(c.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            if codes is None:
+                codes = c
+            else:
+                codes = codes * len(uniq) + c
+                if compress is not None:
+                    pos = np.searchsorted(compress, codes)
+                    pos = np.minimum(pos, len(compress) - 1)
+                    found &= compress[pos] == codes
+                    codes = pos
+        return np.where(found, codes, -1), null_key
+
+
+class HashJoinExec(ExecutionPlan):
+    name = "HashJoinExec"
+
+    def __init__(self, left: ExecutionPlan, right: ExecutionPlan,
+                 on: list[tuple[Expr, Expr]], join_type: str, filter: Expr | None = None,
+                 null_aware: bool = False):
+        super().__init__(join_schema(left.schema, right.schema, join_type))
+        self.left, self.right, self.on = left, right, list(on)
+        self.join_type, self.filter, self.null_aware = join_type, filter, null_aware
+        self._build_lock = threading.Lock()
+
+    def children(self):
+        return [self.left, self.right]
+
+    def with_new_children(self, children):
+        return HashJoinExec(children[0], children[1], self.on, self.join_type, self.filter,
+                            self.null_aware)
+
+    def required_input_distribution(self):
+        # probe partitions share one build side; joins that must see every probe row
+        # before emitting build rows need the probe side in one partition
+        needs_all_probe = self.join_type in ("left", "full", "left_semi", "left_anti")
+        return [SINGLE_PARTITION, SINGLE_PARTITION if needs_all_probe else UNSPECIFIED]
+
+    def output_partitioning(self):
+        return Partitioning(self.right.output_partitioning().count)
+
+    def maintains_input_order(self):
+        return [False, self.join_type in ("inner", "right_semi", "right_anti")]
+
+    def output_ordering(self):
+        return self.right.output_ordering() if self.maintains_input_order()[1] and \
+            self.join_type in ("right_semi", "right_anti") else None
+
+    def display(self) -> str:
+        on = ", ".join(f"({a}, {b})" for a, b in self.on)
+        text = f"HashJoinExec: mode=CollectLeft, join_type={self.join_type}, on=[{on}]"
+        if self.filter is not None:
+            text += f", filter={self.filter}"
+        if self.null_aware:
+            text += ", null_aware=true"
+        return text
+
+    def _build(self, ctx):
+        """The build table and its key index, computed once and shared by probe partitions."""
+        with self._build_lock:
+            cached = getattr(self, "_built", None)
+            if cached is not None and cached[0] is ctx:
+                return cached[1], cached[2]
+            reservation = ctx.memory_pool.register(f"{self.name}[build]")
+            batches = []
+            for batch in self.left.execute(0, ctx):
+                reservation.grow(batch.nbytes)
+                batches.append(batch)
+            table = pa.Table.from_batches(batches, schema=self.left.schema).combine_chunks()
+            keys = [evaluate(left, table) for left, _ in self.on]
+            index = KeyIndex(keys)
+            self._built = (ctx, table, index, reservation)
+            return table, index
+
+    def release(self) -> None:
+        built = getattr(self, "_built", None)
+        if built is not None:
+            built[3].free()
+            self._built = None
+
+    def _execute(self, partition, ctx):
+        try:
+            build, index = self._build(ctx)
+            assembler = JoinAssembler(build, self.join_type, self.schema, self.filter)
+            build_empty = build.num_rows == 0
+            if self.null_aware and index.has_null_key and self.join_type == "right_anti":
+                # x NOT IN (... NULL ...) is never true
+                for _ in self.right.execute(partition, ctx):
+                    pass
+                return
+            for batch in self.right.execute(partition, ctx):
+                keys = [evaluate(right, batch) for _, right in self.on]
+                codes, null_key = index.probe_codes(keys)
+                excluded = null_key if (self.null_aware and not build_empty) else None
+                for probe, lo in _chunks(batch, codes, index, ctx.batch_size * 8):
+                    chunk_codes = codes[lo:lo + probe.num_rows]
+                    probe_idx, build_idx = expand_matches(chunk_codes, index.starts,
+                                                          index.counts, index.order)
+                    chunk_excluded = excluded[lo:lo + probe.num_rows] \
+                        if excluded is not None else None
+                    yield from assembler.probe(probe, probe_idx, build_idx, chunk_excluded)
+            yield from assembler.finish(self.right.schema, ctx.batch_size)
+        finally:
+            with self._build_lock:
+                self._finished = getattr(self, "_finished", 0) + 1
+                last = self._finished >= self.output_partitioning().count
+            if last:
+                self._finished = 0
+                self.release()
+
+
+def _chunks(batch: pa.RecordBatch, codes: np.ndarray, index: KeyIndex, max_pairs: int):
+    """Split a probe batch so that no chunk produces more than ~max_pairs pairs."""
+    hit = codes >= 0
+    counts = np.where(hit, index.counts[np.where(hit, codes, 0)], 0) if len(index.counts) \
+        else np.zeros(len(codes), dtype=np.int64)
+    total = int(counts.sum())
+    if total <= max_pairs:
+        yield batch, 0
+        return
+    cumulative = np.cumsum(counts)
+    bounds = np.searchsorted(cumulative, np.arange(max_pairs, total, max_pairs), side="left")
+    starts = np.unique(np.concatenate([[0], bounds]))
+    ends = np.append(starts[1:], batch.num_rows)
+    for lo, hi in zip(starts, ends):
+        if hi > lo:
+            yield batch.slice(int(lo), int(hi - lo)), int(lo)

@@ -1,0 +1,182 @@
+"""The ExecutionPlan interface every physical operator implements.
+
+An operator *declares* its output partitioning and ordering and what it requires of its
+inputs; the EnsureRequirements rule arranges shuffles and sorts so those requirements hold.
+``execute(partition, ctx)`` returns an iterator of RecordBatches; the base class wraps the
+operator's ``_execute`` so that every operator records the shared metrics and publishes
+events, and stops between batches when the query is cancelled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from plansight.engine.exec.context import TaskContext
+from plansight.engine.exec.events import BatchProduced, OperatorFinished, OperatorStarted
+from plansight.engine.logical.expr import Expr, SortKey
+
+_operator_ids = itertools.count(1)
+
+
+# ----------------------------------------------------------------------------- distribution
+
+@dataclass(frozen=True)
+class Partitioning:
+    """How an operator's output rows are spread over its ``count`` partitions."""
+
+    count: int
+    hash_exprs: tuple[Expr, ...] | None = None  # Hash(exprs, count); None: unknown/round robin
+
+    def __str__(self) -> str:
+        if self.hash_exprs is not None:
+            return f"Hash([{', '.join(map(str, self.hash_exprs))}], {self.count})"
+        return f"UnknownPartitioning({self.count})"
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """What an operator requires of an input: ``kind`` unspecified | single | hash."""
+
+    kind: str = "unspecified"
+    exprs: tuple[Expr, ...] = ()
+
+    def satisfied_by(self, partitioning: Partitioning) -> bool:
+        if self.kind == "unspecified":
+            return True
+        if partitioning.count == 1:
+            return True
+        if self.kind == "single":
+            return False
+        return partitioning.hash_exprs is not None and \
+            tuple(partitioning.hash_exprs) == tuple(self.exprs)
+
+
+UNSPECIFIED = Distribution()
+SINGLE_PARTITION = Distribution("single")
+
+
+def hash_distribution(exprs) -> Distribution:
+    return Distribution("hash", tuple(exprs))
+
+
+Ordering = tuple[SortKey, ...]
+
+
+def ordering_satisfies(have: Ordering | None, want: Ordering | None) -> bool:
+    """Whether rows sorted by ``have`` are also sorted by ``want`` (prefix match)."""
+    if not want:
+        return True
+    if not have or len(have) < len(want):
+        return False
+    return all(a == b for a, b in zip(have, want))
+
+
+# ----------------------------------------------------------------------------- the interface
+
+class ExecutionPlan:
+    """Base class of physical operators."""
+
+    name = "ExecutionPlan"
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.operator_id = next(_operator_ids)
+
+    # -- declarations ---------------------------------------------------------
+    def children(self) -> list[ExecutionPlan]:
+        return []
+
+    def with_new_children(self, children: list[ExecutionPlan]) -> ExecutionPlan:
+        raise NotImplementedError(type(self).__name__)
+
+    def output_partitioning(self) -> Partitioning:
+        children = self.children()
+        return children[0].output_partitioning() if children else Partitioning(1)
+
+    def output_ordering(self) -> Ordering | None:
+        children = self.children()
+        if children and self.maintains_input_order()[0]:
+            return children[0].output_ordering()
+        return None
+
+    def required_input_distribution(self) -> list[Distribution]:
+        return [UNSPECIFIED] * len(self.children())
+
+    def required_input_ordering(self) -> list[Ordering | None]:
+        return [None] * len(self.children())
+
+    def maintains_input_order(self) -> list[bool]:
+        return [False] * len(self.children())
+
+    def benefits_from_partitioning(self) -> list[bool]:
+        return [False] * len(self.children())
+
+    def display(self) -> str:
+        return self.name
+
+    # -- execution ------------------------------------------------------------
+    def execute(self, partition: int, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
+        """Iterate the output of ``partition``; no work happens before the first next()."""
+        return self._instrumented(partition, ctx)
+
+    def _execute(self, partition: int, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError(type(self).__name__)
+
+    def _instrumented(self, partition: int, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        bus = ctx.events
+        metrics.start = time.perf_counter()
+        if bus.active:
+            bus.publish(OperatorStarted(self.operator_id, self.name, partition))
+        inner = self._execute(partition, ctx)
+        rows = 0
+        try:
+            while True:
+                ctx.check_cancelled()
+                t0 = time.perf_counter()
+                try:
+                    batch = next(inner)
+                except StopIteration:
+                    metrics.add("elapsed_compute", time.perf_counter() - t0)
+                    break
+                metrics.add("elapsed_compute", time.perf_counter() - t0)
+                if batch.num_rows == 0:
+                    continue
+                rows += batch.num_rows
+                metrics.add("output_rows", batch.num_rows)
+                metrics.add("output_batches")
+                if bus.active:
+                    bus.publish(BatchProduced(self.operator_id, partition, batch.num_rows,
+                                              batch.nbytes))
+                yield batch
+        finally:
+            inner.close()
+            metrics.end = time.perf_counter()
+            if bus.active:
+                bus.publish(OperatorFinished(self.operator_id, self.name, partition, rows,
+                                             metrics.end - metrics.start))
+
+    def __repr__(self) -> str:
+        return self.display()
+
+
+def collect_partition(plan: ExecutionPlan, partition: int, ctx: TaskContext) -> pa.Table:
+    """Run one partition of ``plan`` to a Table (empty table with the schema when no rows)."""
+    batches = list(plan.execute(partition, ctx))
+    return pa.Table.from_batches(batches, schema=plan.schema)
+
+
+def format_physical(plan: ExecutionPlan, metrics=None, indent: int = 0) -> str:
+    """DataFusion-style indented plan text; with ``metrics`` (EXPLAIN ANALYZE) inline values."""
+    line = "  " * indent + plan.display()
+    if metrics is not None:
+        line += ", metrics=[" + metrics(plan) + "]"
+    lines = [line]
+    for child in plan.children():
+        lines.append(format_physical(child, metrics, indent + 1))
+    return "\n".join(lines)

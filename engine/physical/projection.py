@@ -1,0 +1,62 @@
+"""ProjectionExec: computes one output column per expression."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from plansight.engine.logical.expr import Column, Expr, SortKey
+from plansight.engine.physical.expressions import evaluate
+from plansight.engine.physical.plan import ExecutionPlan, Partitioning
+
+
+class ProjectionExec(ExecutionPlan):
+    name = "ProjectionExec"
+
+    def __init__(self, exprs: list[Expr], outputs: list[Column], input: ExecutionPlan):
+        schema = pa.schema([pa.field(o.field_name, e.type) for e, o in zip(exprs, outputs)])
+        super().__init__(schema)
+        self.exprs, self.outputs, self.input = list(exprs), list(outputs), input
+        # a column passed through under a new id keeps its partitioning/ordering meaning
+        self._renames = {e.id: o for e, o in zip(exprs, outputs) if isinstance(e, Column)}
+
+    def children(self):
+        return [self.input]
+
+    def with_new_children(self, children):
+        return ProjectionExec(self.exprs, self.outputs, children[0])
+
+    def maintains_input_order(self):
+        return [True]
+
+    def _rename(self, expr: Expr) -> Expr | None:
+        if isinstance(expr, Column):
+            return self._renames.get(expr.id)
+        return None
+
+    def output_ordering(self):
+        ordering = self.input.output_ordering() or ()
+        out = []
+        for key in ordering:
+            renamed = self._rename(key.expr)
+            if renamed is None:
+                break
+            out.append(SortKey(renamed, key.descending, key.nulls_first))
+        return tuple(out) or None
+
+    def output_partitioning(self):
+        part = self.input.output_partitioning()
+        if part.hash_exprs is None:
+            return part
+        renamed = [self._rename(e) for e in part.hash_exprs]
+        if any(r is None for r in renamed):
+            return Partitioning(part.count)
+        return Partitioning(part.count, tuple(renamed))
+
+    def display(self) -> str:
+        parts = [f"{e} as {o.name}" for e, o in zip(self.exprs, self.outputs)]
+        return f"ProjectionExec: expr=[{', '.join(parts)}]"
+
+    def _execute(self, partition, ctx):
+        for batch in self.input.execute(partition, ctx):
+            columns = [evaluate(e, batch) for e in self.exprs]
+            yield pa.RecordBatch.from_arrays(columns, schema=self.schema)

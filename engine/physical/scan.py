@@ -1,0 +1,67 @@
+"""DataSourceExec: reads a table source, projection pushed into the reader.
+
+Scan units (files, row groups, memory batches) are dealt round-robin to ``partitions``;
+units whose statistics rule out ``pruning_predicates`` are skipped before any read.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from plansight.engine.catalog import TableSource
+from plansight.engine.physical.plan import ExecutionPlan, Partitioning
+
+
+class DataSourceExec(ExecutionPlan):
+    name = "DataSourceExec"
+
+    def __init__(self, source: TableSource, columns: list[str], schema: pa.Schema,
+                 partitions: int = 1, pruning_predicates: tuple = (), fetch: int | None = None,
+                 table: str = ""):
+        super().__init__(schema)
+        self.source, self.columns, self.table = source, list(columns), table
+        self.pruning_predicates = tuple(pruning_predicates)
+        self.fetch = fetch
+        units = source.units()
+        self.total_units = len(units)
+        units, self.pruned_units = source.prune(units, list(self.pruning_predicates))
+        self.partition_count = max(1, min(partitions, len(units))) if units else 1
+        self.assignment = [units[i::self.partition_count] for i in range(self.partition_count)]
+
+    def output_partitioning(self) -> Partitioning:
+        return Partitioning(self.partition_count)
+
+    def with_fetch(self, fetch: int | None) -> DataSourceExec:
+        return DataSourceExec(self.source, self.columns, self.schema, self.partition_count,
+                              self.pruning_predicates, fetch, self.table)
+
+    def display(self) -> str:
+        parts = [f"DataSourceExec: table={self.table}", self.source.describe(),
+                 f"projection=[{', '.join(self.columns)}]"]
+        if self.pruning_predicates:
+            preds = ", ".join(f"{c} {op} {v!r}" for c, op, v in self.pruning_predicates)
+            parts.append(f"pruning_predicate=[{preds}]")
+            parts.append(f"units_pruned={self.pruned_units}/{self.total_units}")
+        if self.fetch is not None:
+            parts.append(f"limit={self.fetch}")
+        if self.partition_count > 1:
+            parts.append(f"partitions={self.partition_count}")
+        return ", ".join(parts)
+
+    def _execute(self, partition, ctx):
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        metrics.add("units_pruned", self.pruned_units if partition == 0 else 0)
+        remaining = self.fetch
+        for unit in self.assignment[partition]:
+            metrics.add("units_read")
+            for batch in self.source.read(unit, self.columns, ctx.batch_size):
+                if remaining is not None:
+                    if remaining <= 0:
+                        return
+                    batch = batch.slice(0, remaining)
+                    remaining -= batch.num_rows
+                metrics.add("rows_read", batch.num_rows)
+                # sources name columns as stored; the plan names them name#id
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
+            if remaining is not None and remaining <= 0:
+                return

@@ -1,0 +1,974 @@
+"""sqlglot AST -> bound logical plan: name resolution, types, aggregates, windows, subqueries.
+
+The binder never parses. Each SELECT binds in this order, which is SQL's logical order:
+
+    FROM/JOIN -> WHERE -> GROUP BY + aggregates -> HAVING -> windows -> QUALIFY
+              -> SELECT list -> DISTINCT -> ORDER BY -> LIMIT/OFFSET
+
+Names resolve against a scope (the FROM clause's columns, with table qualifiers) and then
+against enclosing scopes: a reference to an outer column is a *correlated* reference, left in
+place for the decorrelation rule. Scalar expressions are typed by the scalar layer
+(engine/sql/functions.py); aggregates and windows are collected here and replaced by the
+columns that their Aggregate / Window nodes produce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from plansight.engine.functions.aggregate import aggregate_return_type
+from plansight.engine.logical import plan as lp
+from plansight.engine.logical.expr import (
+    AggregateCall,
+    Call,
+    Column,
+    Expr,
+    Literal,
+    SortKey,
+    SubqueryExpr,
+    WindowCall,
+    next_id,
+    replace_columns,
+    transform,
+    walk,
+)
+from plansight.errors import NotSupportedError, PlanError, did_you_mean
+
+# sqlglot aggregate node classes -> our aggregate names
+_AGGREGATE_NODES: dict[type, str] = {
+    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+    exp.Stddev: "stddev", exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp", exp.VariancePop: "var_pop", exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or", exp.GroupConcat: "string_agg", exp.Median: "median",
+    exp.PercentileCont: "quantile_cont", exp.PercentileDisc: "quantile_disc",
+    exp.AnyValue: "any_value", exp.ArrayAgg: "list", exp.First: "first",
+}
+_AGGREGATE_NAMES = {"string_agg": "string_agg", "listagg": "string_agg",
+                    "group_concat": "string_agg", "bool_and": "bool_and", "bool_or": "bool_or",
+                    "every": "bool_and", "product": "product", "quantile": "quantile_cont",
+                    "quantile_cont": "quantile_cont", "quantile_disc": "quantile_disc",
+                    "first": "first", "arbitrary": "any_value", "count_star": "count_star",
+                    "var_samp": "var_samp", "var_pop": "var_pop", "variance": "var_samp",
+                    "stddev_samp": "stddev_samp", "stddev_pop": "stddev_pop", "list": "list",
+                    "mean": "avg"}
+_WINDOW_NODES: dict[type, str] = {
+    exp.RowNumber: "row_number", exp.Lag: "lag", exp.Lead: "lead",
+    exp.FirstValue: "first_value", exp.LastValue: "last_value", exp.NthValue: "nth_value",
+}
+_WINDOW_NAMES = {"rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "row_number",
+                 "lag", "lead", "first_value", "last_value", "nth_value"}
+
+
+# ----------------------------------------------------------------------------- scopes
+
+@dataclass
+class ScopeEntry:
+    qualifier: str | None
+    name: str
+    column: Column
+    hidden: bool = False  # USING duplicates: resolvable when qualified, not in SELECT *
+
+
+@dataclass
+class Scope:
+    entries: list[ScopeEntry] = field(default_factory=list)
+    parent: Scope | None = None
+    correlated: set[int] = field(default_factory=set)  # outer ids referenced from here
+
+    def resolve(self, name: str, qualifier: str | None, node: exp.Expression | None = None
+                ) -> Column | None:
+        """The column named ``name`` (optionally of table ``qualifier``), searching outward."""
+        scope, depth = self, 0
+        while scope is not None:
+            found = scope._local(name, qualifier)
+            if found is not None:
+                if depth:
+                    inner = self
+                    while inner is not scope:
+                        inner.correlated.add(found.id)
+                        inner = inner.parent
+                return found
+            scope, depth = scope.parent, depth + 1
+        return None
+
+    def _local(self, name: str, qualifier: str | None) -> Column | None:
+        lname = name.lower()
+        lq = qualifier.lower() if qualifier else None
+        matches = [e for e in self.entries if e.name.lower() == lname
+                   and (lq is None or (e.qualifier or "").lower() == lq)]
+        if lq is None:
+            visible = [e for e in matches if not e.hidden]
+            matches = visible or matches
+        ids = {e.column.id for e in matches}
+        if len(ids) > 1:
+            tables = sorted({e.qualifier or "?" for e in matches})
+            raise PlanError(f"column reference {name!r} is ambiguous: it exists in "
+                            f"{', '.join(tables)}; qualify it, e.g. {tables[0]}.{name}")
+        return matches[0].column if matches else None
+
+    def candidates(self) -> list[str]:
+        names, scope = [], self
+        while scope is not None:
+            names += [e.name for e in scope.entries]
+            names += [f"{e.qualifier}.{e.name}" for e in scope.entries if e.qualifier]
+            scope = scope.parent
+        return names
+
+
+def _is_outer(column: Column, plan: lp.LogicalPlan) -> bool:
+    return column.id not in {c.id for c in plan.columns}
+
+
+# ----------------------------------------------------------------------------- the binder
+
+class Binder:
+    """Binds one statement against ``catalog`` (name -> TableSource) and session options."""
+
+    def __init__(self, catalog: Mapping[str, Any], options: Mapping[str, Any]):
+        self.catalog = catalog
+        self.options = options
+        self.ctes: list[dict[str, exp.Expression]] = []
+
+    # -- statements -----------------------------------------------------------
+    def bind_statement(self, node: exp.Expression) -> lp.LogicalPlan:
+        if isinstance(node, (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)):
+            plan = self.bind_query(node, None)
+            return plan
+        kind = type(node).__name__.upper()
+        raise NotSupportedError(f"{kind} statements are not supported; plansight runs queries "
+                                "(SELECT, WITH, VALUES, set operations), SET and EXPLAIN")
+
+    def bind_query(self, node: exp.Expression, outer: Scope | None) -> lp.LogicalPlan:
+        with_ = node.args.get("with_") or node.args.get("with")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise NotSupportedError("WITH RECURSIVE is not supported yet")
+            frame: dict[str, exp.Expression] = {}
+            self.ctes.append(frame)
+            try:
+                for cte in with_.expressions:
+                    frame[cte.alias_or_name.lower()] = cte
+                node = node.copy()
+                node.set("with_", None)
+                node.set("with", None)
+                return self.bind_query(node, outer)
+            finally:
+                self.ctes.pop()
+        if isinstance(node, exp.Subquery):
+            plan = self.bind_query(node.this, outer)
+            return self._order_limit_only(node, plan, outer)
+        if isinstance(node, exp.SetOperation):
+            return self.bind_set_operation(node, outer)
+        if isinstance(node, exp.Values):
+            return self.bind_values(node)
+        if isinstance(node, exp.Select):
+            return self.bind_select(node, outer)
+        raise NotSupportedError(f"{type(node).__name__} is not supported as a query")
+
+    # -- FROM -----------------------------------------------------------------
+    def bind_from(self, select: exp.Select, outer: Scope | None) -> tuple[lp.LogicalPlan, Scope]:
+        from_ = select.args.get("from_") or select.args.get("from")
+        scope = Scope(parent=outer)
+        if from_ is None:
+            return lp.Values((), ((),)), scope
+        plan = self.bind_relation(from_.this, scope, outer)
+        for join in select.args.get("joins") or []:
+            plan = self.bind_join(plan, join, scope, outer)
+        return plan, scope
+
+    def bind_relation(self, node: exp.Expression, scope: Scope, outer: Scope | None
+                      ) -> lp.LogicalPlan:
+        alias = node.alias_or_name if not isinstance(node, exp.Subquery) else node.alias
+        column_aliases = [c.name for c in node.args["alias"].columns] \
+            if node.args.get("alias") is not None and node.args["alias"].columns else []
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+            name = node.name
+            if node.args.get("db"):
+                name = f"{node.args['db'].name}.{name}"
+            cte = self._find_cte(name)
+            if cte is not None:
+                cte_aliases = [c.name for c in cte.args["alias"].columns] \
+                    if cte.args.get("alias") is not None and cte.args["alias"].columns else []
+                plan = self.bind_query(cte.this, None)
+                plan = self._rename(plan, column_aliases or cte_aliases)
+                return self._add_scope(plan, scope, node.alias or name)
+            source = self._lookup_table(name, node)
+            columns = tuple(Column(next_id(), f.name, f.type) for f in source.schema)
+            plan = lp.TableScan(name, source, columns, tuple(f.name for f in source.schema))
+            plan = self._rename(plan, column_aliases)
+            return self._add_scope(plan, scope, node.alias or name)
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous | exp.Func):
+            raise NotSupportedError(f"table function {node.this.sql()} is not supported yet; "
+                                    "register files with session.register_parquet/csv/ipc")
+        if isinstance(node, exp.Subquery):
+            inner = node.this
+            plan = self.bind_query(inner, outer if node.args.get("lateral") else None)
+            plan = self._order_limit_only(node, plan, None)
+            plan = self._rename(plan, column_aliases)
+            return self._add_scope(plan, scope, alias or None)
+        if isinstance(node, exp.Values):
+            plan = self.bind_values(node)
+            plan = self._rename(plan, column_aliases)
+            return self._add_scope(plan, scope, alias or None)
+        raise NotSupportedError(f"FROM item {node.sql()!r} is not supported")
+
+    def _find_cte(self, name: str) -> exp.Expression | None:
+        for frame in reversed(self.ctes):
+            if name.lower() in frame:
+                return frame[name.lower()]
+        return None
+
+    def _lookup_table(self, name: str, node: exp.Expression):
+        lowered = {k.lower(): v for k, v in self.catalog.items()}
+        if name.lower() in lowered:
+            return lowered[name.lower()]
+        ctes = [k for frame in self.ctes for k in frame]
+        raise PlanError(f"table {name!r} does not exist." +
+                        did_you_mean(name, list(self.catalog) + ctes) +
+                        _where(node))
+
+    def _rename(self, plan: lp.LogicalPlan, names: list[str]) -> lp.LogicalPlan:
+        if not names:
+            return plan
+        columns = plan.columns
+        if len(names) > len(columns):
+            raise PlanError(f"{len(names)} column aliases given for {len(columns)} columns")
+        outputs = tuple(Column(next_id(), names[i], c.type) if i < len(names) else c
+                        for i, c in enumerate(columns))
+        return lp.Projection(plan, columns, outputs)
+
+    def _add_scope(self, plan: lp.LogicalPlan, scope: Scope, qualifier: str | None
+                   ) -> lp.LogicalPlan:
+        for column in plan.columns:
+            scope.entries.append(ScopeEntry(qualifier, column.name, column))
+        return plan
+
+    def bind_join(self, left: lp.LogicalPlan, join: exp.Join, scope: Scope, outer: Scope | None
+                  ) -> lp.LogicalPlan:
+        side = (join.args.get("side") or "").lower()
+        kind = (join.args.get("kind") or "").lower()
+        if join.args.get("method"):
+            raise NotSupportedError(f"{join.args['method']} joins are not supported")
+        left_entries = len(scope.entries)
+        right = self.bind_relation(join.this, scope, outer)
+        join_kind = {"left": "left", "right": "right", "full": "full"}.get(side, "inner")
+        if kind in ("semi", "anti"):
+            join_kind = kind
+        if kind == "cross" or (not join.args.get("on") and not join.args.get("using")):
+            if join_kind in ("left", "right", "full") and not join.args.get("on"):
+                raise PlanError(f"{side.upper()} JOIN needs an ON or USING condition"
+                                + _where(join))
+            return lp.Join(left, right, "cross" if join_kind == "inner" else join_kind)
+        if join.args.get("using"):
+            conditions = []
+            right_ids = {c.id for c in right.columns}
+            for ident in join.args["using"]:
+                name = ident.name if hasattr(ident, "name") else str(ident)
+                left_entries_matching = [e for e in scope.entries[:left_entries]
+                                         if e.name.lower() == name.lower() and not e.hidden]
+                right_entry = [e for e in scope.entries[left_entries:]
+                               if e.name.lower() == name.lower() and e.column.id in right_ids]
+                if not left_entries_matching or not right_entry:
+                    raise PlanError(f"column {name!r} named in USING is not in both sides"
+                                    + _where(join))
+                lcol, rcol = left_entries_matching[0].column, right_entry[0].column
+                conditions.append(self._typed_call("eq", [lcol, rcol]))
+                if join_kind in ("inner", "left"):
+                    right_entry[0].hidden = True
+                elif join_kind == "right":
+                    for e in left_entries_matching:
+                        e.hidden = True
+            condition = conditions[0]
+            for c in conditions[1:]:
+                condition = Call("and", (condition, c), pa.bool_())
+        else:
+            condition = self.bind_expr(join.args["on"], scope)
+            self._no_aggregates(condition, "JOIN conditions")
+        if any(isinstance(e, SubqueryExpr) for e in walk(condition)):
+            raise NotSupportedError("subqueries in JOIN ... ON conditions are not supported yet")
+        return lp.Join(left, right, join_kind, (), condition)
+
+    # -- SELECT ---------------------------------------------------------------
+    def bind_select(self, select: exp.Select, outer: Scope | None) -> lp.LogicalPlan:
+        plan, scope = self.bind_from(select, outer)
+        named_windows = {w.name.lower(): w for w in select.args.get("windows") or []}
+
+        where = select.args.get("where")
+        if where is not None:
+            predicate = self.bind_expr(where.this, scope)
+            self._no_aggregates(predicate, "WHERE")
+            plan = lp.Filter(plan, self._boolean(predicate, "WHERE"))
+
+        # the SELECT list (stars expanded), bound with aggregates/windows as placeholders
+        collector = _Collector(self, scope, named_windows)
+        items: list[tuple[str, Expr, exp.Expression]] = []
+        for node in select.expressions:
+            for name, bound, source in self._expand_select_item(node, scope, collector):
+                items.append((name, bound, source))
+        aliases = {name.lower(): bound for name, bound, source in items
+                   if isinstance(source, exp.Alias)}
+
+        group = select.args.get("group")
+        group_exprs: list[Expr] = []
+        if group is not None:
+            if group.args.get("rollup") or group.args.get("cube") or \
+                    group.args.get("grouping_sets"):
+                raise NotSupportedError("ROLLUP, CUBE and GROUPING SETS are not supported yet")
+            if group.args.get("all"):
+                group_exprs = [b for _, b, _ in items if not collector.contains_placeholder(b)]
+            for g in group.expressions:
+                group_exprs.append(self._bind_group_item(g, items, aliases, scope))
+        having = select.args.get("having")
+        having_expr = collector.bind(having.this) if having is not None else None
+        qualify = select.args.get("qualify")
+        qualify_expr = collector.bind(qualify.this) if qualify is not None else None
+
+        order = select.args.get("order")
+        distinct = select.args.get("distinct")
+        if distinct is not None and distinct.args.get("on"):
+            raise NotSupportedError("SELECT DISTINCT ON is not supported yet")
+        order_keys = self._bind_order(order, items, aliases, collector) if order else []
+
+        # aggregation
+        if collector.aggregates or group_exprs:
+            plan, rewrite = self._plan_aggregate(plan, group_exprs, collector)
+            items = [(n, rewrite(b), s) for n, b, s in items]
+            order_keys = [(SortKey(rewrite(k.expr), k.descending, k.nulls_first), pos)
+                          for k, pos in order_keys]
+            if having_expr is not None:
+                having_expr = rewrite(having_expr)
+            if qualify_expr is not None:
+                qualify_expr = rewrite(qualify_expr)
+            collector.rewrite_windows(rewrite)
+        elif having_expr is not None:
+            # HAVING without GROUP BY or aggregates: a filter over one implicit group
+            plan, rewrite = self._plan_aggregate(plan, [], collector)
+            having_expr = rewrite(having_expr)
+        if having_expr is not None:
+            plan = lp.Filter(plan, self._boolean(having_expr, "HAVING"))
+
+        # windows: one Window node per distinct (partition, order) specification
+        if collector.windows:
+            plan = self._plan_windows(plan, collector)
+        if qualify_expr is not None:
+            if not collector.windows:
+                raise PlanError("QUALIFY needs a window function in the query")
+            plan = lp.Filter(plan, self._boolean(qualify_expr, "QUALIFY"))
+
+        # projection (+ hidden ORDER BY columns), DISTINCT, ORDER BY, LIMIT
+        outputs, exprs = [], []
+        for name, bound, _ in items:
+            if isinstance(bound, Column) and bound.name == name and \
+                    bound.id not in {o.id for o in outputs}:
+                outputs.append(bound)
+            else:
+                outputs.append(Column(next_id(), name, bound.type))
+            exprs.append(bound)
+        visible = len(outputs)
+        sort_keys: list[SortKey] = []
+        for key, position in order_keys:
+            if position is not None:
+                sort_keys.append(SortKey(outputs[position], key.descending, key.nulls_first))
+                continue
+            match = next((i for i, e in enumerate(exprs[:visible]) if e == key.expr), None)
+            if match is not None:
+                sort_keys.append(SortKey(outputs[match], key.descending, key.nulls_first))
+                continue
+            if distinct is not None:
+                raise PlanError("for SELECT DISTINCT, ORDER BY expressions must appear in the "
+                                f"select list: {key.expr}")
+            hidden = key.expr if isinstance(key.expr, Column) and \
+                key.expr.id not in {o.id for o in outputs} else \
+                Column(next_id(), "__order", key.expr.type)
+            exprs.append(key.expr)
+            outputs.append(hidden)
+            sort_keys.append(SortKey(hidden, key.descending, key.nulls_first))
+        plan = lp.Projection(plan, tuple(exprs), tuple(outputs))
+        if distinct is not None:
+            group_cols = tuple(Column(next_id(), c.name, c.type) for c in outputs)
+            plan = lp.Aggregate(plan, tuple(outputs), group_cols, (), ())
+            sort_keys = [SortKey(group_cols[outputs.index(k.expr)], k.descending, k.nulls_first)
+                         for k in sort_keys]
+            outputs = list(group_cols)
+        if sort_keys:
+            plan = lp.Sort(plan, tuple(sort_keys))
+        plan = self._limit(select, plan)
+        if len(outputs) > visible:
+            plan = lp.Projection(plan, tuple(outputs[:visible]), tuple(outputs[:visible]))
+        return plan
+
+    def _expand_select_item(self, node, scope: Scope, collector):
+        if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and
+                                          isinstance(node.this, exp.Star)):
+            qualifier = node.table if isinstance(node, exp.Column) else None
+            except_ = {e.name.lower() for e in (node.this if isinstance(node, exp.Column)
+                                                 else node).args.get("except") or []}
+            entries = [e for e in scope.entries if not e.hidden and
+                       (qualifier is None or (e.qualifier or "").lower() == qualifier.lower())]
+            if qualifier and not entries:
+                raise PlanError(f"table {qualifier!r} in {node.sql()} is not in the FROM clause."
+                                + did_you_mean(qualifier, {e.qualifier for e in scope.entries
+                                                           if e.qualifier}))
+            if not entries and qualifier is None:
+                raise PlanError("SELECT * needs a FROM clause")
+            for e in entries:
+                if e.name.lower() not in except_:
+                    yield e.name, e.column, node
+            return
+        name = node.alias_or_name if isinstance(node, (exp.Alias, exp.Column)) else \
+            _display_name(node)
+        if isinstance(node, exp.Alias):
+            bound = collector.bind(node.this)
+        else:
+            bound = collector.bind(node)
+        yield name, bound, node
+
+    def _bind_group_item(self, node, items, aliases, scope) -> Expr:
+        if isinstance(node, exp.Literal) and not node.is_string:
+            position = int(node.this)
+            if not 1 <= position <= len(items):
+                raise PlanError(f"GROUP BY position {position} is not in the select list "
+                                f"(1..{len(items)})")
+            return items[position - 1][1]
+        if isinstance(node, exp.Column) and not node.table:
+            resolved = None
+            try:
+                resolved = scope.resolve(node.name, None)
+            except PlanError:
+                resolved = None
+            if resolved is None and node.name.lower() in aliases:
+                return aliases[node.name.lower()]
+        bound = self.bind_expr(node, scope)
+        self._no_aggregates(bound, "GROUP BY")
+        return bound
+
+    def _bind_order(self, order: exp.Order, items, aliases, collector):
+        keys = []
+        for ordered in order.expressions:
+            descending = bool(ordered.args.get("desc"))
+            nulls_first = self._nulls_first(ordered, descending)
+            node = ordered.this
+            position = None
+            if isinstance(node, exp.Literal) and not node.is_string:
+                position = int(node.this) - 1
+                if not 0 <= position < len(items):
+                    raise PlanError(f"ORDER BY position {position + 1} is not in the select "
+                                    f"list (1..{len(items)})")
+                bound = items[position][1]
+            elif isinstance(node, exp.Column) and not node.table and \
+                    node.name.lower() in aliases:
+                # an output alias wins over an input column of the same name (like DuckDB)
+                position = next(i for i, (n, _, s) in enumerate(items)
+                                if isinstance(s, exp.Alias) and n.lower() == node.name.lower())
+                bound = items[position][1]
+            else:
+                bound = collector.bind(node)
+            keys.append((SortKey(bound, descending, nulls_first), position))
+        return keys
+
+    def _nulls_first(self, ordered: exp.Ordered, descending: bool) -> bool:
+        if ordered.meta.get("explicit_nulls", True):
+            return bool(ordered.args.get("nulls_first"))
+        mode = self.options.get("default_null_order", "nulls_last")
+        return {"nulls_last": False, "nulls_first": True,
+                "nulls_first_on_asc_last_on_desc": not descending,
+                "nulls_last_on_asc_first_on_desc": descending}[mode]
+
+    def _limit(self, node, plan: lp.LogicalPlan) -> lp.LogicalPlan:
+        limit, offset = node.args.get("limit"), node.args.get("offset")
+        if limit is None and offset is None:
+            return plan
+        fetch = self._constant_int(limit.expression, "LIMIT") if limit is not None else None
+        skip = self._constant_int(offset.expression, "OFFSET") if offset is not None else 0
+        return lp.Limit(plan, skip, fetch)
+
+    def _constant_int(self, node, clause: str) -> int | None:
+        from plansight.engine.optimizer.fold_constants import fold
+
+        bound = fold(self.bind_expr(node, Scope()))
+        if not isinstance(bound, Literal) or (bound.value is not None and
+                                              not isinstance(bound.value, int)):
+            raise PlanError(f"{clause} must be a constant integer, got {node.sql()}")
+        if bound.value is not None and bound.value < 0:
+            raise PlanError(f"{clause} must not be negative, got {bound.value}")
+        return bound.value
+
+    def _order_limit_only(self, node, plan, outer):
+        order = node.args.get("order")
+        if order is not None:
+            items = [(c.name, c, None) for c in plan.columns]
+            scope = Scope([ScopeEntry(None, c.name, c) for c in plan.columns], outer)
+            collector = _Collector(self, scope, {})
+            keys = self._bind_order(order, items, {}, collector)
+            plan = lp.Sort(plan, tuple(k for k, _ in keys))
+        return self._limit(node, plan)
+
+    # -- aggregation ----------------------------------------------------------
+    def _plan_aggregate(self, plan, group_exprs, collector):
+        group_exprs = list(dict.fromkeys(group_exprs))
+        group_outputs = tuple(e if isinstance(e, Column) else
+                              Column(next_id(), _expr_name(e), e.type) for e in group_exprs)
+        # group keys that are plain columns keep their id, so references stay valid
+        aggregates = tuple(collector.aggregates)
+        agg_outputs = tuple(collector.aggregate_columns)
+        node = lp.Aggregate(plan, tuple(group_exprs), group_outputs, aggregates, agg_outputs)
+        mapping = {e: o for e, o in zip(group_exprs, group_outputs)}
+        allowed = {c.id for c in node.columns}
+        inner_ids = {c.id for c in plan.columns}
+
+        def rewrite(expr: Expr) -> Expr:
+            def visit(e: Expr) -> Expr:
+                if e in mapping:
+                    return mapping[e]
+                if isinstance(e, Column) and e.id in inner_ids and e.id not in allowed:
+                    raise PlanError(
+                        f"column {e.name!r} must appear in the GROUP BY clause or be used in "
+                        f"an aggregate function")
+                return e
+            return _transform_top_down(expr, visit)
+
+        return node, rewrite
+
+    def _plan_windows(self, plan, collector):
+        groups: dict[tuple, list[int]] = {}
+        for i, w in enumerate(collector.windows):
+            groups.setdefault((w.partition_by, w.order_by), []).append(i)
+        for indices in groups.values():
+            windows = tuple(collector.windows[i] for i in indices)
+            outputs = tuple(collector.window_columns[i] for i in indices)
+            plan = lp.Window(plan, windows, outputs)
+        return plan
+
+    # -- set operations, VALUES -----------------------------------------------
+    def bind_set_operation(self, node: exp.SetOperation, outer: Scope | None) -> lp.LogicalPlan:
+        left = self.bind_query(node.this, outer)
+        right = self.bind_query(node.expression, outer)
+        if len(left.columns) != len(right.columns):
+            raise PlanError(f"{type(node).__name__.upper()} inputs have different column "
+                            f"counts: {len(left.columns)} and {len(right.columns)}")
+        from plansight.engine.functions.scalar import cast_expr, common_supertype
+
+        types = [common_supertype([a.type, b.type], f"{type(node).__name__.upper()} column "
+                                  f"{a.name!r}") for a, b in zip(left.columns, right.columns)]
+        left, right = self._cast_columns(left, types, cast_expr), \
+            self._cast_columns(right, types, cast_expr)
+        outputs = tuple(Column(next_id(), c.name, t) for c, t in zip(left.columns, types))
+        distinct = node.args.get("distinct", True) is not False
+        if isinstance(node, exp.Union):
+            plan = lp.Union((left, right), outputs)
+            if distinct:
+                groups = tuple(Column(next_id(), c.name, c.type) for c in outputs)
+                plan = lp.Aggregate(plan, outputs, groups, (), ())
+        else:
+            if not distinct:
+                raise NotSupportedError(f"{type(node).__name__.upper()} ALL is not supported "
+                                        "yet; use the DISTINCT form")
+            kind = "semi" if isinstance(node, exp.Intersect) else "anti"
+            on = tuple((a, b) for a, b in zip(left.columns, right.columns))
+            groups = tuple(Column(next_id(), c.name, c.type) for c in left.columns)
+            deduped = lp.Aggregate(left, left.columns, groups, (), ())
+            on = tuple((g, b) for g, (_, b) in zip(groups, on))
+            joined = lp.Join(deduped, right, kind, on, None, null_equal=True)
+            plan = lp.Projection(joined, groups, outputs)
+        scope = Scope([ScopeEntry(None, c.name, c) for c in plan.columns], outer)
+        if node.args.get("order") is not None:
+            items = [(c.name, c, None) for c in plan.columns]
+            keys = self._bind_order(node.args["order"], items, {}, _Collector(self, scope, {}))
+            plan = lp.Sort(plan, tuple(k for k, _ in keys))
+        return self._limit(node, plan)
+
+    def _cast_columns(self, plan, types, cast_expr):
+        if all(c.type == t for c, t in zip(plan.columns, types)):
+            return plan
+        exprs = tuple(c if c.type == t else cast_expr(c, t) for c, t in zip(plan.columns, types))
+        outputs = tuple(c if c.type == t else Column(next_id(), c.name, t)
+                        for c, t in zip(plan.columns, types))
+        return lp.Projection(plan, exprs, outputs)
+
+    def bind_values(self, node: exp.Values) -> lp.LogicalPlan:
+        rows = []
+        for row in node.expressions:
+            values = row.expressions if isinstance(row, exp.Tuple) else [row]
+            rows.append([self.bind_expr(v, Scope()) for v in values])
+        widths = {len(r) for r in rows}
+        if len(widths) != 1:
+            raise PlanError("VALUES rows have different numbers of columns")
+        from plansight.engine.functions.scalar import cast_expr, common_supertype
+
+        types = [common_supertype([r[i].type for r in rows], f"VALUES column {i + 1}")
+                 for i in range(widths.pop())]
+        rows = tuple(tuple(v if v.type == t else cast_expr(v, t) for v, t in zip(r, types))
+                     for r in rows)
+        alias = node.args.get("alias")
+        names = [c.name for c in alias.columns] if alias is not None and alias.columns else []
+        columns = tuple(Column(next_id(), names[i] if i < len(names) else f"col{i}", t)
+                        for i, t in enumerate(types))
+        return lp.Values(columns, rows)
+
+    # -- expressions ----------------------------------------------------------
+    def bind_expr(self, node: exp.Expression, scope: Scope, collector=None) -> Expr:
+        """Bind a scalar expression; aggregates/windows only through a collector."""
+        from plansight.engine.sql.functions import bind_scalar_node
+
+        def bind(child: exp.Expression) -> Expr:
+            return self.bind_expr(child, scope, collector)
+
+        if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                raise PlanError(f"{node.sql()} is only allowed in the SELECT list")
+            column = scope.resolve(node.name, node.table or None, node)
+            if column is None:
+                qualified = f"{node.table}.{node.name}" if node.table else node.name
+                raise PlanError(f"column {qualified!r} does not exist."
+                                + did_you_mean(qualified, scope.candidates()) + _where(node))
+            return column
+        if isinstance(node, exp.Paren):
+            return bind(node.this)
+        if isinstance(node, exp.Star):
+            raise PlanError("* is only allowed in the SELECT list or in count(*)")
+        if isinstance(node, (exp.Subquery, exp.Select, exp.SetOperation)) \
+                and not isinstance(node, exp.Values):
+            return self._subquery(node, scope, "scalar")
+        if isinstance(node, exp.Exists):
+            return self._subquery(node.this, scope, "exists")
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            needle = bind(node.this)
+            return self._subquery(node.args["query"], scope, "in", needle=needle)
+        if isinstance(node, exp.Not) and isinstance(node.this, (exp.Exists, exp.In)):
+            inner = bind(node.this)
+            if isinstance(inner, SubqueryExpr):
+                from dataclasses import replace as _replace
+                return _replace(inner, negated=not inner.negated)
+            return self._typed_call("not", [inner])
+        if self._is_window(node) or self._aggregate_name(node) is not None:
+            if collector is None:
+                what = "window functions" if self._is_window(node) else "aggregate functions"
+                raise PlanError(f"{what} are not allowed here: {node.sql()}" + _where(node))
+            return collector.placeholder(node)
+        return bind_scalar_node(node, bind, self.options)
+
+    def _subquery(self, node, scope: Scope, kind: str, needle: Expr | None = None) -> Expr:
+        if isinstance(node, exp.Subquery) and not node.args.get("alias"):
+            node = node.this if not (node.args.get("order") or node.args.get("limit")) else node
+        inner_scope_parent = scope
+        plan = self.bind_query(node, inner_scope_parent)
+        if kind == "scalar":
+            if len(plan.columns) != 1:
+                raise PlanError(f"a scalar subquery must return one column, this one returns "
+                                f"{len(plan.columns)}")
+            return SubqueryExpr("scalar", plan, plan.columns[0].type)
+        if kind == "in":
+            if len(plan.columns) != 1:
+                raise PlanError("the subquery of IN must return one column")
+            from plansight.engine.functions.scalar import cast_expr, common_supertype
+
+            target = common_supertype([needle.type, plan.columns[0].type], "IN (subquery)")
+            if needle.type != target:
+                needle = cast_expr(needle, target)
+            if plan.columns[0].type != target:
+                plan = self._cast_columns(plan, [target], cast_expr)
+            return SubqueryExpr("in", plan, pa.bool_(), needle=needle)
+        return SubqueryExpr("exists", plan, pa.bool_())
+
+    def _typed_call(self, func: str, args: list[Expr]) -> Expr:
+        from plansight.engine.sql.functions import bind_scalar_node
+
+        symbols = {"eq": exp.EQ, "and": exp.And}
+        if func in symbols:
+            node = symbols[func](this=exp.Placeholder(this="a"),
+                                 expression=exp.Placeholder(this="b"))
+        else:
+            node = exp.Not(this=exp.Placeholder(this="a"))
+        values = {"a": args[0], "b": args[1] if len(args) > 1 else None}
+        return bind_scalar_node(node, lambda n: values[n.name], self.options)
+
+    def _boolean(self, expr: Expr, clause: str) -> Expr:
+        if expr.type != pa.bool_() and not pa.types.is_null(expr.type):
+            raise PlanError(f"{clause} needs a BOOLEAN condition, got {expr.type}: {expr}")
+        return expr
+
+    def _no_aggregates(self, expr: Expr, clause: str) -> None:
+        for e in walk(expr):
+            if isinstance(e, (AggregateCall, WindowCall)):
+                raise PlanError(f"aggregate and window functions are not allowed in {clause}")
+
+    def _is_window(self, node) -> bool:
+        return isinstance(node, exp.Window)
+
+    def _aggregate_name(self, node) -> str | None:
+        if isinstance(node, exp.Filter):
+            return self._aggregate_name(node.this)
+        for cls, name in _AGGREGATE_NODES.items():
+            if type(node) is cls:
+                return name
+        if isinstance(node, exp.Anonymous):
+            return _AGGREGATE_NAMES.get(node.name.lower())
+        return None
+
+
+# ----------------------------------------------------------------------------- collector
+
+class _Collector:
+    """Binds expressions of one SELECT, replacing aggregates and windows by placeholders."""
+
+    def __init__(self, binder: Binder, scope: Scope, named_windows: dict):
+        self.binder, self.scope, self.named_windows = binder, scope, named_windows
+        self.aggregates: list[AggregateCall] = []
+        self.aggregate_columns: list[Column] = []
+        self.windows: list[WindowCall] = []
+        self.window_columns: list[Column] = []
+
+    def bind(self, node: exp.Expression) -> Expr:
+        return self.binder.bind_expr(node, self.scope, self)
+
+    def contains_placeholder(self, expr: Expr) -> bool:
+        ids = {c.id for c in self.aggregate_columns + self.window_columns}
+        return any(isinstance(e, Column) and e.id in ids for e in walk(expr))
+
+    def placeholder(self, node: exp.Expression) -> Column:
+        if isinstance(node, exp.Window):
+            call = self._window(node)
+            for existing, column in zip(self.windows, self.window_columns):
+                if existing == call:
+                    return column
+            column = Column(next_id(), _display_name(node), call.type)
+            self.windows.append(call)
+            self.window_columns.append(column)
+            return column
+        call = self._aggregate(node)
+        for existing, column in zip(self.aggregates, self.aggregate_columns):
+            if existing == call:
+                return column
+        column = Column(next_id(), _display_name(node), call.type)
+        self.aggregates.append(call)
+        self.aggregate_columns.append(column)
+        return column
+
+    def _inner(self, node) -> Expr:
+        """Bind an aggregate's argument: no nested aggregates or windows allowed."""
+        bound = self.binder.bind_expr(node, self.scope, None)
+        return bound
+
+    def _aggregate(self, node) -> AggregateCall:
+        filter_expr = None
+        if isinstance(node, exp.Filter):
+            filter_expr = self.binder._boolean(self._inner(node.expression.this), "FILTER")
+            node = node.this
+        name = self.binder._aggregate_name(node)
+        distinct = False
+        options: list[tuple[str, Any]] = []
+        arg_nodes: list[exp.Expression] = []
+        this = node.this if "this" in node.args else None
+        if isinstance(this, exp.Distinct):
+            distinct = True
+            arg_nodes = list(this.expressions)
+        elif isinstance(node, exp.Anonymous):
+            arg_nodes = list(node.expressions)
+            if arg_nodes and isinstance(arg_nodes[0], exp.Distinct):
+                distinct = True
+                arg_nodes = list(arg_nodes[0].expressions) + arg_nodes[1:]
+        elif this is not None:
+            arg_nodes = [this]
+        if isinstance(this, exp.Star) or (name == "count" and not arg_nodes):
+            name, arg_nodes = "count_star", []
+        if name == "string_agg":
+            sep = node.args.get("separator")
+            if isinstance(node, exp.Anonymous) and len(arg_nodes) > 1:
+                sep = arg_nodes[1]
+                arg_nodes = arg_nodes[:1]
+            options.append(("separator", sep.name if sep is not None else ","))
+        if name in ("quantile_cont", "quantile_disc"):
+            q = node.args.get("expression")
+            if isinstance(node, exp.Anonymous) and len(arg_nodes) > 1:
+                q = arg_nodes[1]
+                arg_nodes = arg_nodes[:1]
+            if q is None or not isinstance(q, exp.Literal):
+                raise NotSupportedError(f"{name} needs a constant quantile")
+            options.append(("quantile", float(q.this)))
+        if name == "median":
+            name = "quantile_cont"
+            options.append(("quantile", 0.5))
+        args = tuple(self._inner(a) for a in arg_nodes)
+        for a in args:
+            if any(isinstance(e, Column) and e.id in {c.id for c in self.aggregate_columns}
+                   for e in walk(a)):
+                raise PlanError(f"aggregate function calls cannot be nested: {node.sql()}")
+        result_type = aggregate_return_type(name, [a.type for a in args])
+        if name == "string_agg" and args and args[0].type != pa.string():
+            from plansight.engine.functions.scalar import cast_expr
+            args = (cast_expr(args[0], pa.string()),)
+        return AggregateCall(name, args, result_type, distinct, filter_expr, tuple(options))
+
+    def _window(self, node: exp.Window) -> WindowCall:
+        from plansight.engine.functions import window as wf
+
+        spec_node = node
+        base_name = node.args.get("alias")
+        partition_nodes = list(node.args.get("partition_by") or [])
+        order_node = node.args.get("order")
+        frame_node = node.args.get("spec")
+        if base_name is not None:
+            base = self.named_windows.get(base_name.name.lower())
+            if base is None:
+                raise PlanError(f"window {base_name.name!r} is not defined in the WINDOW clause"
+                                + did_you_mean(base_name.name, list(self.named_windows)))
+            partition_nodes = partition_nodes or list(base.args.get("partition_by") or [])
+            order_node = order_node or base.args.get("order")
+            frame_node = frame_node or base.args.get("spec")
+        func_node = spec_node.this
+        ignore_nulls = False
+        if isinstance(func_node, exp.IgnoreNulls):
+            ignore_nulls, func_node = True, func_node.this
+        elif isinstance(func_node, exp.RespectNulls):
+            func_node = func_node.this
+        # IGNORE NULLS written inside the call: first_value(x IGNORE NULLS)
+        if isinstance(func_node.args.get("this"), exp.IgnoreNulls):
+            ignore_nulls = True
+            func_node = func_node.copy()
+            func_node.set("this", func_node.this.this)
+        partition_by = tuple(self._post(p) for p in partition_nodes)
+        order_by = ()
+        if order_node is not None:
+            keys = []
+            for ordered in order_node.expressions:
+                descending = bool(ordered.args.get("desc"))
+                keys.append(SortKey(self._post(ordered.this), descending,
+                                    self.binder._nulls_first(ordered, descending)))
+            order_by = tuple(keys)
+        frame = self._frame(frame_node, wf) if frame_node is not None else None
+        filter_expr = None
+        if isinstance(func_node, exp.Filter):
+            filter_expr = self._post(func_node.expression.this)
+            func_node = func_node.this
+        distinct = False
+        name = self.binder._aggregate_name(func_node)
+        if name is not None:
+            call = self._aggregate(func_node)
+            name, args, distinct = call.func, call.args, call.distinct
+            args = tuple(self._post_expr(a) for a in args)
+            if name == "string_agg":
+                sep = dict(call.options).get("separator", ",")
+                args = args + (Literal(sep, pa.string()),)
+            if name == "quantile_cont":
+                raise NotSupportedError("median/quantile as window functions are not "
+                                        "supported yet")
+        else:
+            name = _WINDOW_NODES.get(type(func_node))
+            if name is None and isinstance(func_node, exp.Anonymous):
+                name = func_node.name.lower()
+            if name is None:
+                name = type(func_node).__name__.lower()
+            if name not in _WINDOW_NAMES:
+                raise PlanError(f"{name}() is not a window function" +
+                                did_you_mean(name, sorted(_WINDOW_NAMES)))
+            arg_nodes = [v for k, v in func_node.args.items()
+                         if v is not None and k in ("this", "offset", "default", "expression")
+                         and isinstance(v, exp.Expression)]
+            if isinstance(func_node, exp.Anonymous):
+                arg_nodes = list(func_node.expressions)
+            args = tuple(self._post(a) for a in arg_nodes)
+        result_type = wf.window_return_type(name, [a.type for a in args])
+        return WindowCall(name, args, result_type, partition_by, order_by, frame, distinct,
+                          filter_expr, ignore_nulls)
+
+    def _post(self, node) -> Expr:
+        """Bind an expression evaluated after aggregation (aggregates become placeholders)."""
+        return self.binder.bind_expr(node, self.scope, _NoWindowCollector(self))
+
+    def _post_expr(self, expr: Expr) -> Expr:
+        return expr
+
+    def _frame(self, spec: exp.WindowSpec, wf):
+        unit = (spec.args.get("kind") or "rows").lower()
+
+        def bound(value, side):
+            side = (side or "").lower()
+            if isinstance(value, str) or value is None:
+                text = (value or "").upper()
+                if text == "UNBOUNDED":
+                    return wf.FrameBound(f"unbounded_{side or 'preceding'}")
+                if text == "CURRENT ROW":
+                    return wf.FrameBound("current_row")
+            from plansight.engine.optimizer.fold_constants import fold
+
+            offset = fold(self.binder.bind_expr(value, Scope(), None))
+            if not isinstance(offset, Literal):
+                raise PlanError(f"frame offset must be a constant: {value.sql()}")
+            if offset.value is None:
+                raise PlanError("frame offset must not be NULL")
+            return wf.FrameBound(side or "preceding", offset.value)
+
+        start = bound(spec.args.get("start"), spec.args.get("start_side"))
+        end_value = spec.args.get("end")
+        end = bound(end_value, spec.args.get("end_side")) if end_value is not None else \
+            wf.FrameBound("current_row")
+        exclude = spec.args.get("exclude")
+        exclude_mode = "no_others"
+        if exclude is not None:
+            text = (exclude.name if hasattr(exclude, "name") else str(exclude)).upper()
+            exclude_mode = {"CURRENT ROW": "current_row", "GROUP": "group", "TIES": "ties",
+                            "NO OTHERS": "no_others"}.get(text, text.lower())
+        return wf.FrameSpec(unit, start, end, exclude_mode)
+
+    def rewrite_windows(self, rewrite) -> None:
+        self.windows = [_rewrite_window(w, rewrite) for w in self.windows]
+
+
+class _NoWindowCollector(_Collector):
+    """Inside a window spec: aggregates allowed (bound in the outer collector), no windows."""
+
+    def __init__(self, outer: _Collector):
+        self.outer = outer
+        self.binder, self.scope = outer.binder, outer.scope
+
+    def placeholder(self, node):
+        if isinstance(node, exp.Window):
+            raise PlanError(f"window functions cannot be nested: {node.sql()}")
+        return self.outer.placeholder(node)
+
+
+def _rewrite_window(window: WindowCall, rewrite) -> WindowCall:
+    return window.with_children(tuple(rewrite(c) for c in window.children()))
+
+
+def _transform_top_down(expr: Expr, fn) -> Expr:
+    replaced = fn(expr)
+    if replaced is not expr:
+        return replaced
+    children = expr.children()
+    if not children:
+        return expr
+    new = tuple(_transform_top_down(c, fn) for c in children)
+    if any(a is not b for a, b in zip(new, children)):
+        return expr.with_children(new)
+    return expr
+
+
+def _display_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Column):
+        return node.name
+    text = node.sql(dialect="duckdb")
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+def _expr_name(expr: Expr) -> str:
+    text = str(expr)
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+def _where(node: exp.Expression | None) -> str:
+    meta = getattr(node, "meta", None) or {}
+    line, col = meta.get("line"), meta.get("col")
+    if node is not None and line is None and isinstance(node, exp.Column):
+        ident = node.this
+        meta = getattr(ident, "meta", None) or {}
+        line, col = meta.get("line"), meta.get("col")
+    return f" (line {line}, column {col})" if line else ""
+
+
+__all__ = ["Binder", "Scope", "replace_columns", "transform"]
