@@ -1,0 +1,275 @@
+"""Arithmetic operators: + - * / // % and unary minus, on numbers, dates, timestamps and
+intervals, typed like DuckDB.
+
+    INTEGER + INTEGER        -> INTEGER (overflow is an error, never wrap-around)
+    INTEGER + DECIMAL(2,1)   -> DECIMAL(12,1)   (INTEGER counts as DECIMAL(10,0))
+    DECIMAL * DECIMAL        -> DECIMAL(p1+p2, s1+s2)
+    anything / anything      -> DOUBLE (1/0 = inf), or integer division with integer_division
+    INTEGER // INTEGER       -> INTEGER, truncating toward zero; // or % by zero is an error
+    DATE + INTEGER           -> DATE,   DATE - DATE -> BIGINT (days)
+    DATE|TIMESTAMP ± INTERVAL -> TIMESTAMP (months are calendar months, clamped to month end)
+    TIMESTAMP - TIMESTAMP    -> INTERVAL (an Arrow duration[us])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plansight.engine.functions.scalar import calendar as C
+from plansight.engine.functions.scalar import types as T
+from plansight.engine.functions.scalar.cast import cast_expr
+from plansight.engine.functions.scalar.registry import (
+    call, kernel, operator, operator_error)
+from plansight.engine.functions.scalar.vector import (
+    Value, broadcast, finish, from_numpy, is_scalar, to_numpy)
+from plansight.engine.logical.expr import Call, Expr, Literal
+from plansight.errors import ExecutionError
+
+SYMBOLS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/",
+           "integer_divide": "//", "modulo": "%", "negate": "-"}
+_VERBS = {"add": "addition", "subtract": "subtraction", "multiply": "multiplication",
+          "divide": "division", "integer_divide": "division", "modulo": "modulo",
+          "negate": "negation"}
+
+
+# ----------------------------------------------------------------------------- binding
+
+def _literal_sides(a: Expr, b: Expr) -> tuple[Expr, Expr]:
+    """String literals and NULLs take the other operand's type (``date_col - '1995-01-01'``)."""
+    def adapt(x: Expr, other: Expr) -> Expr:
+        if (T.is_string_literal(x) or T.is_null_literal(x)) and not (
+                T.is_string_literal(other) or T.is_null_literal(other)):
+            return cast_expr(x, other.type)
+        return x
+    return adapt(a, b), adapt(b, a)
+
+
+def _numeric_args(op: str, a: Expr, b: Expr) -> tuple[list[Expr], pa.DataType]:
+    """Arguments cast for a numeric operator, and the operand type."""
+    if T.is_null_type(a.type) and T.is_null_type(b.type):
+        a, b = Literal(None, pa.int32()), Literal(None, pa.int32())
+    a, b = (Literal(None, b.type) if T.is_null_literal(a) else a,
+            Literal(None, a.type) if T.is_null_literal(b) else b)
+    if not (T.is_numeric(a.type) and T.is_numeric(b.type)):
+        raise operator_error(SYMBOLS[op], [a, b])
+    if T.is_decimal(a.type) or T.is_decimal(b.type):
+        if not (T.is_float(a.type) or T.is_float(b.type)):
+            return [cast_expr(x, T.as_decimal(x.type)) for x in (a, b)], None
+    args, target = T.unify([a, b], f"operator '{SYMBOLS[op]}'", cast=cast_expr)
+    return args, target
+
+
+def _decimal_result(op: str, a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    if op == "multiply":
+        scale = a.scale + b.scale
+        width = a.precision + b.precision
+        if width > 18 and max(a.precision, b.precision) <= 18 and scale < 18:
+            width = 18  # DuckDB keeps a product of two BIGINT-backed decimals in BIGINT
+        return T.decimal_type(max(width, scale), scale)
+    scale = max(a.scale, b.scale)
+    digits = max(a.precision - a.scale, b.precision - b.scale)
+    extra = 0 if op == "modulo" else 1
+    return T.decimal_type(digits + scale + extra, scale)
+
+
+def _bind_numeric(op: str, a: Expr, b: Expr) -> Expr:
+    args, target = _numeric_args(op, a, b)
+    if target is None:  # decimal arithmetic
+        return call(op, args, _decimal_result(op, args[0].type, args[1].type))
+    return call(op, args, target)
+
+
+def _bind_temporal(op: str, a: Expr, b: Expr) -> Expr | None:
+    """Date/time arithmetic, or None when neither side is temporal."""
+    ta, tb = a.type, b.type
+    temporal = (T.is_date, T.is_timestamp, T.is_interval, T.is_duration)
+    if not any(f(ta) or f(tb) for f in temporal):
+        return None
+    timeish_a, timeish_b = T.is_date(ta) or T.is_timestamp(ta), T.is_date(tb) or T.is_timestamp(tb)
+    span_a = T.is_interval(ta) or T.is_duration(ta)
+    span_b = T.is_interval(tb) or T.is_duration(tb)
+    if op == "add" and (span_a or T.is_integer(ta)) and timeish_b:
+        a, b, ta, tb, timeish_a, span_b = b, a, tb, ta, True, span_a
+    if op in ("add", "subtract") and T.is_date(ta) and T.is_integer(tb):
+        return call(op, [a, b], pa.date32())
+    if op in ("add", "subtract") and timeish_a and span_b:
+        stamp = a if T.is_timestamp(ta) else cast_expr(a, T.TIMESTAMP)
+        return call(op, [stamp, b], stamp.type)
+    if op == "subtract" and T.is_date(ta) and T.is_date(tb):
+        return call("date_subtract", [a, b], pa.int64())
+    if op == "subtract" and timeish_a and timeish_b:
+        target = T.common_supertype([ta, tb, T.TIMESTAMP], "operator '-'")
+        return call("subtract", [cast_expr(a, target), cast_expr(b, target)],
+                    pa.duration(target.unit))
+    if op in ("add", "subtract") and span_a and span_b:
+        target = T.common_supertype([ta, tb], f"operator '{SYMBOLS[op]}'")
+        return call(op, [cast_expr(a, target), cast_expr(b, target)], target)
+    if op in ("multiply", "divide") and span_a and T.is_numeric(tb) and T.is_duration(ta):
+        return call(op, [a, cast_expr(b, pa.int64())], ta)
+    raise operator_error(SYMBOLS[op], [a, b])
+
+
+def _arith_binder(op: str):
+    def bind(args: list[Expr], options: Mapping[str, Any]) -> Expr:
+        a, b = _literal_sides(*args)
+        temporal = _bind_temporal(op, a, b)
+        if temporal is not None:
+            return temporal
+        if op == "divide":
+            both_int = T.is_integer(a.type) and T.is_integer(b.type)
+            if both_int and options.get("integer_division"):
+                return _bind_numeric("integer_divide", a, b)
+            args, target = _numeric_args(op, a, b)
+            result = pa.float32() if target == pa.float32() else pa.float64()
+            return call("divide", [cast_expr(x, result) for x in args], result)
+        if op == "integer_divide":
+            args, target = _numeric_args(op, a, b)
+            if target is not None and T.is_integer(target):
+                return call(op, args, target)
+            result = pa.float32() if target == pa.float32() else pa.float64()
+            return call(op, [cast_expr(x, result) for x in args], result)
+        return _bind_numeric(op, a, b)
+    return bind
+
+
+for _op in ("add", "subtract", "multiply", "divide", "integer_divide", "modulo"):
+    operator(_op)(_arith_binder(_op))
+
+
+@operator("negate")
+def bind_negate(args: list[Expr], options: Mapping[str, Any]) -> Expr:
+    (a,) = args
+    if T.is_null_literal(a):
+        return Literal(None, pa.int32())
+    if isinstance(a, Literal) and T.is_numeric(a.type) and a.value is not None:
+        value = -a.value
+        if T.is_integer(a.type) and not T.literal_fits(value, a.type):
+            return Literal(value, T.integer_literal_type(value))
+        return Literal(value, a.type)
+    if not (T.is_numeric(a.type) or T.is_interval(a.type) or T.is_duration(a.type)):
+        raise operator_error("-", [a])
+    return call("negate", [a], a.type)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+def _checked(op: str, fn, *args: Value, call_: Call) -> Value:
+    try:
+        return fn(*args)
+    except pa.ArrowInvalid as e:
+        message = str(e).lower()
+        if "zero" in message:
+            raise ExecutionError(f"division by zero in '{SYMBOLS[op]}'") from e
+        types = ", ".join(T.type_name(a.type) for a in call_.args)
+        raise ExecutionError(f"Overflow in {_VERBS[op]} of {types}") from e
+
+
+def _to_result(value: Value, call_: Call, op: str) -> Value:
+    if value.type == call_.type:
+        return value
+    try:
+        return pc.cast(value, call_.type)
+    except pa.ArrowInvalid as e:
+        raise ExecutionError(
+            f"Overflow in {_VERBS[op]}: result does not fit {T.type_name(call_.type)}") from e
+
+
+def _check_zero(op: str, divisor: Value) -> None:
+    if T.is_float(divisor.type) and op == "modulo":
+        return  # DuckDB: DOUBLE % 0 is NaN
+    zero = pc.equal(divisor, T.zero_of(divisor.type))
+    hit = zero.as_py() if is_scalar(zero) else pc.any(zero).as_py()
+    if hit:
+        raise ExecutionError(f"division by zero in '{SYMBOLS[op]}'")
+
+
+@kernel("add", "subtract", "multiply")
+def arithmetic_kernel(args: list[Value], call_: Call) -> Value:
+    op = call_.func
+    a, b = args
+    if T.is_date(a.type) and T.is_integer(b.type):
+        days = pc.cast(a, pa.int32())
+        fn = pc.add_checked if op == "add" else pc.subtract_checked
+        return pc.cast(_checked(op, fn, days, pc.cast(b, pa.int32()), call_=call_), pa.date32())
+    if T.is_timestamp(a.type) and T.is_interval(b.type):
+        return shift_timestamp(a, b, -1 if op == "subtract" else 1)
+    if T.is_interval(a.type) and T.is_interval(b.type):
+        return _interval_add(a, b, -1 if op == "subtract" else 1)
+    fn = {"add": pc.add_checked, "subtract": pc.subtract_checked,
+          "multiply": pc.multiply_checked}[op]
+    if T.is_duration(a.type) and op == "multiply":
+        return pc.cast(_checked(op, fn, pc.cast(a, pa.int64()), b, call_=call_), a.type)
+    return _to_result(_checked(op, fn, a, b, call_=call_), call_, op)
+
+
+@kernel("date_subtract")
+def date_subtract_kernel(args: list[Value], call_: Call) -> Value:
+    a, b = (pc.cast(pc.cast(x, pa.int32()), pa.int64()) for x in args)
+    return pc.subtract(a, b)
+
+
+@kernel("divide")
+def divide_kernel(args: list[Value], call_: Call) -> Value:
+    a, b = args
+    if T.is_duration(a.type):
+        return pc.cast(pc.divide(pc.cast(a, pa.int64()), b), a.type)
+    return pc.divide(a, b)
+
+
+@kernel("integer_divide")
+def integer_divide_kernel(args: list[Value], call_: Call) -> Value:
+    a, b = args
+    _check_zero("integer_divide", b)
+    if T.is_integer(call_.type):
+        return _checked("integer_divide", pc.divide_checked, a, b, call_=call_)
+    return pc.divide(a, b)  # DuckDB: // on non-integers is plain division
+
+
+@kernel("modulo")
+def modulo_kernel(args: list[Value], call_: Call) -> Value:
+    a, b = args
+    _check_zero("modulo", b)
+    result = _checked("modulo", pc.remainder_checked, a, b, call_=call_)
+    return _to_result(result, call_, "modulo")
+
+
+@kernel("negate")
+def negate_kernel(args: list[Value], call_: Call) -> Value:
+    (a,) = args
+    if T.is_interval(a.type):
+        arrays, scalar = broadcast([a])
+        months, days, nanos, valid = C.interval_parts(arrays[0])
+        return finish(C.make_intervals(-months, -days, -nanos, valid), scalar)
+    return _checked("negate", pc.negate_checked, a, call_=call_)
+
+
+# ----------------------------------------------------------------------------- temporal helpers
+
+def shift_timestamp(stamp: Value, interval: Value, sign: int) -> Value:
+    """``stamp`` ± ``interval``: calendar months first (clamped), then days, then time."""
+    (stamps, intervals), scalar = broadcast([stamp, interval])
+    unit = stamps.type.unit
+    per_day = {"s": 86_400, "ms": 86_400_000, "us": C.MICROS_PER_DAY,
+               "ns": C.NANOS_PER_DAY}[unit]
+    nanos_per_unit = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}[unit]
+    ticks = to_numpy(pc.cast(stamps, pa.int64())).astype(np.int64)
+    months, days, nanos, valid = C.interval_parts(intervals)
+    valid = valid & np.asarray(stamps.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    day, time_of_day = np.divmod(ticks, per_day)
+    day = C.add_months(day, sign * months) + sign * days
+    out = day * per_day + time_of_day + sign * (nanos // nanos_per_unit)
+    result = pc.cast(from_numpy(out, valid, pa.int64()), stamps.type)
+    return finish(result, scalar)
+
+
+def _interval_add(a: Value, b: Value, sign: int) -> Value:
+    (x, y), scalar = broadcast([a, b])
+    m1, d1, n1, v1 = C.interval_parts(x)
+    m2, d2, n2, v2 = C.interval_parts(y)
+    return finish(C.make_intervals(m1 + sign * m2, d1 + sign * d2, n1 + sign * n2, v1 & v2),
+                  scalar)

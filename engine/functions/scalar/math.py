@@ -1,0 +1,3 @@
+"""math scalar functions."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""misc scalar functions."""
+
+from __future__ import annotations
