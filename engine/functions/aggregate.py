@@ -101,7 +101,20 @@ def _kernel_options(spec: AggregateSpec):
 
 
 def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]) -> pa.Table:
-    """GROUP BY ``keys`` over ``table``; output columns: keys then one per spec, named."""
+    """GROUP BY ``keys`` over ``table``; output columns: keys then one per spec, named.
+
+    Without keys the result has exactly one row, also for empty input (COUNT = 0, others NULL).
+    """
+    if not keys:
+        # Arrow's hash kernels (list, distinct, ...) need a key: group by a constant one
+        keyed = table.append_column("__group", pa.array([0] * 0, pa.int8())
+                                    if table.num_rows == 0 else
+                                    pa.repeat(pa.scalar(0, pa.int8()), table.num_rows))
+        result = aggregate_table(keyed, ["__group"], specs).drop_columns(["__group"])
+        if result.num_rows == 0:
+            return pa.table([pa.array([0] if s.func in ("count", "count_star") else [None],
+                                      s.type) for s in specs], names=[s.output for s in specs])
+        return result
     simple, special = [], []
     work = table
     for i, spec in enumerate(specs):
@@ -130,14 +143,13 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     grouped = work.group_by(keys, use_threads=False).aggregate(aggregations) if aggregations \
         else work.group_by(keys, use_threads=False).aggregate([([], "count_all", None)])
     n_keys = len(keys)
-    # Arrow puts aggregate columns first, then the keys
-    key_columns = [grouped.column(len(aggregations) + k) if aggregations else grouped.column(1 + k)
-                   for k in range(n_keys)]
+    # Arrow (>= 17) puts the keys first, then the aggregates in the order asked
+    key_columns = [grouped.column(k) for k in range(n_keys)]
     results: dict[int, pa.Array] = {}
     for position, (i, _) in enumerate(simple):
-        results[i] = grouped.column(position)
+        results[i] = grouped.column(n_keys + position)
     for offset, (i, spec) in enumerate(special):
-        lists = grouped.column(len(simple) + offset).combine_chunks()
+        lists = grouped.column(n_keys + len(simple) + offset).combine_chunks()
         results[i] = _finish_special(spec, lists)
     columns = key_columns + [_cast_result(results[i], spec.type) for i, spec in enumerate(specs)]
     names = keys + [spec.output for spec in specs]

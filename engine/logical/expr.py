@@ -30,11 +30,7 @@ def next_id() -> int:
 
 @dataclass(frozen=True)
 class Expr:
-    """Base of bound expressions; ``type`` is the Arrow type of the result."""
-
-    @property
-    def type(self) -> pa.DataType:  # overridden by a field in every subclass
-        raise NotImplementedError
+    """Base of bound expressions; every subclass has a ``type`` field (the Arrow result type)."""
 
     def children(self) -> tuple[Expr, ...]:
         return ()

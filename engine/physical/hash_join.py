@@ -35,7 +35,7 @@ _MAX_CODE = 1 << 62
 class KeyIndex:
     """Build-side key groups, and the mapping of probe keys onto them."""
 
-    def __init__(self, keys: list[pa.Array]):
+    def __init__(self, keys: list[pa.Array], null_equal: bool = False):
         self.uniques = []
         self._space = 1  # size of the combined code space so far
         codes = None
@@ -43,7 +43,8 @@ class KeyIndex:
         self.compress: list[np.ndarray | None] = []
         valid = np.ones(len(keys[0]) if keys else 0, dtype=bool)
         for key in keys:
-            uniq = pc.unique(key.drop_null()) if key.null_count else pc.unique(key)
+            uniq = pc.unique(key.drop_null()) if key.null_count and not null_equal \
+                else pc.unique(key)
             self.uniques.append(uniq)
             c = pc.index_in(key, value_set=uniq)
             valid &= np.asarray(c.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -99,10 +100,11 @@ class HashJoinExec(ExecutionPlan):
 
     def __init__(self, left: ExecutionPlan, right: ExecutionPlan,
                  on: list[tuple[Expr, Expr]], join_type: str, filter: Expr | None = None,
-                 null_aware: bool = False):
+                 null_aware: bool = False, null_equal: bool = False):
         super().__init__(join_schema(left.schema, right.schema, join_type))
         self.left, self.right, self.on = left, right, list(on)
         self.join_type, self.filter, self.null_aware = join_type, filter, null_aware
+        self.null_equal = null_equal
         self._build_lock = threading.Lock()
 
     def children(self):
@@ -110,7 +112,7 @@ class HashJoinExec(ExecutionPlan):
 
     def with_new_children(self, children):
         return HashJoinExec(children[0], children[1], self.on, self.join_type, self.filter,
-                            self.null_aware)
+                            self.null_aware, self.null_equal)
 
     def required_input_distribution(self):
         # probe partitions share one build side; joins that must see every probe row
@@ -150,7 +152,7 @@ class HashJoinExec(ExecutionPlan):
                 batches.append(batch)
             table = pa.Table.from_batches(batches, schema=self.left.schema).combine_chunks()
             keys = [evaluate(left, table) for left, _ in self.on]
-            index = KeyIndex(keys)
+            index = KeyIndex(keys, self.null_equal)
             self._built = (ctx, table, index, reservation)
             return table, index
 

@@ -1,1 +1,15 @@
+"""Physical rules, applied in order by ``optimize_physical``."""
 
+from __future__ import annotations
+
+from plansight.engine.exec.context import SessionConfig
+from plansight.engine.physical.plan import ExecutionPlan
+from plansight.engine.physical_optimizer.ensure_requirements import (
+    ensure_requirements,
+    ensure_single_output,
+)
+
+
+def optimize_physical(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPlan:
+    plan = ensure_requirements(plan, config.target_partitions)
+    return ensure_single_output(plan)

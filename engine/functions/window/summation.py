@@ -1,0 +1,154 @@
+"""SUM / AVG inputs and results shared by plain and DISTINCT frame aggregates.
+
+A summable column becomes numpy *channels* that are summed over frames independently:
+
+    int, bool, uint     one int64 channel (wrapping prefix sums, exact per frame)
+    decimal (p <= 18)   one int64 channel of unscaled values
+    float               one float64 channel (NaN/inf replaced by 0, compensated prefix sums)
+                        + three int64 counters: NaN, +inf, -inf
+
+and the per-frame channel sums plus the frame's non-NULL count become the SQL result
+(NULL for an empty frame; NaN/inf follow IEEE: inf + -inf = NaN).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from plansight.errors import NotSupportedError, PlanError
+
+from .prefix_sums import CompensatedPrefix, Segments, prefix, sum_over
+
+_INT64_LIMIT = 2**63
+
+
+@dataclass(frozen=True, eq=False)
+class Summable:
+    """A column prepared for summation; rows that do not contribute hold 0."""
+
+    kind: str  # "int" | "decimal" | "float"
+    channels: tuple[np.ndarray, ...]
+    scale: int = 0
+    max_abs: int = 0  # int/decimal: largest |value|, to rule out int64 overflow cheaply
+
+    def take(self, rows: np.ndarray) -> Summable:
+        """The same column restricted to ``rows`` (for materialized frames)."""
+        return Summable(self.kind, tuple(c[rows] for c in self.channels), self.scale,
+                        self.max_abs)
+
+
+def summable(values: pa.Array, contributing: np.ndarray, func: str) -> Summable:
+    """Channels of ``values`` for SUM/AVG; PlanError for non-numeric types."""
+    typ = values.type
+    if pa.types.is_decimal(typ):
+        if typ.bit_width != 128 or typ.precision > 18:
+            raise NotSupportedError(f"{func}() over {typ} (precision above 18) is not supported")
+        words = np.frombuffer(values.buffers()[1], dtype=np.int64)
+        unscaled = words[2 * values.offset:2 * (values.offset + len(values)):2]
+        unscaled = np.where(contributing, unscaled, 0)
+        return Summable("decimal", (unscaled,), typ.scale, _max_abs(unscaled))
+    if pa.types.is_integer(typ) or pa.types.is_boolean(typ):
+        if pa.types.is_boolean(typ):
+            values = values.cast(pa.int8())
+        raw = values.fill_null(0).to_numpy(zero_copy_only=False)
+        if raw.dtype == np.uint64:
+            big = int(raw.max()) if len(raw) else 0
+            raw = raw.view(np.int64)
+            max_abs = big
+        else:
+            raw = raw.astype(np.int64)
+            max_abs = 0
+        ints = np.where(contributing, raw, 0)
+        return Summable("int", (ints,), 0, max(max_abs, _max_abs(ints)))
+    if pa.types.is_floating(typ):
+        floats = values.cast(pa.float64()).fill_null(0.0).to_numpy()
+        floats = np.where(contributing, floats, 0.0)
+        finite = np.isfinite(floats)
+        if finite.all():
+            return Summable("float", (floats,))
+        nan = np.isnan(floats)
+        return Summable("float", (np.where(finite, floats, 0.0), nan.astype(np.int64),
+                                  (floats == np.inf).astype(np.int64),
+                                  (floats == -np.inf).astype(np.int64)))
+    raise PlanError(f"{func}() needs a numeric argument, got {typ}")
+
+
+def channel_prefix(channel: np.ndarray) -> np.ndarray | CompensatedPrefix:
+    """Prefix sums of one channel: exact int64 or compensated float64."""
+    if channel.dtype == np.float64:
+        return CompensatedPrefix(channel)
+    return prefix(channel)
+
+
+def channel_sum(prefix_sums: np.ndarray | CompensatedPrefix, segments: Segments) -> np.ndarray:
+    """Per-row sum of one channel over the segments."""
+    if isinstance(prefix_sums, CompensatedPrefix):
+        hi, lo = prefix_sums.range_sum(segments)
+        return hi + lo
+    return sum_over(prefix_sums, segments)
+
+
+def check_int_overflow(column: Summable, max_frame: int, sums: np.ndarray,
+                       segments: Segments, func: str) -> None:
+    """Raise if a frame's integer sum can leave int64 (DuckDB would return HUGEINT)."""
+    if column.kind == "float" or column.max_abs * max(max_frame, 1) < _INT64_LIMIT:
+        return
+    approx = channel_sum(CompensatedPrefix(column.channels[0].astype(np.float64)), segments)
+    if column.max_abs >= _INT64_LIMIT or np.any(np.abs(approx) >= _INT64_LIMIT * (1 - 1e-9)):
+        raise NotSupportedError(f"{func}() of integers beyond the BIGINT range (DuckDB returns "
+                                "HUGEINT) is not supported")
+
+
+def sum_result(column: Summable, sums: list[np.ndarray], count: np.ndarray,
+               result_type: pa.DataType) -> pa.Array:
+    """SUM from channel sums: NULL where nothing contributed."""
+    empty = count == 0
+    if column.kind == "decimal":
+        return decimal_array(np.where(empty, 0, sums[0]), empty, result_type)
+    if column.kind == "int":
+        return pa.array(sums[0], type=pa.int64(), mask=empty).cast(result_type)
+    return pa.array(_with_nonfinite(sums), type=pa.float64(), mask=empty).cast(result_type)
+
+
+def avg_result(column: Summable, sums: list[np.ndarray], count: np.ndarray) -> pa.Array:
+    """AVG = SUM / COUNT as float64: NULL where nothing contributed."""
+    empty = count == 0
+    denominator = np.where(empty, 1, count).astype(np.float64)
+    if column.kind == "float":
+        total = _with_nonfinite(sums)
+    else:
+        total = sums[0].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        mean = total / denominator
+    if column.kind == "decimal":
+        mean = mean / float(10 ** column.scale)
+    return pa.array(mean, type=pa.float64(), mask=empty)
+
+
+def _with_nonfinite(sums: list[np.ndarray]) -> np.ndarray:
+    total = sums[0]
+    if len(sums) == 1:
+        return total
+    nan, pos_inf, neg_inf = sums[1] > 0, sums[2] > 0, sums[3] > 0
+    total = np.where(pos_inf, np.inf, total)
+    total = np.where(neg_inf, -np.inf, total)
+    return np.where(nan | (pos_inf & neg_inf), np.nan, total)
+
+
+def decimal_array(unscaled: np.ndarray, null: np.ndarray, typ: pa.DataType) -> pa.Array:
+    """A decimal128 array from int64 unscaled values (sign-extended to 128 bits)."""
+    unscaled = unscaled.astype(np.int64)
+    words = np.empty(2 * len(unscaled), dtype=np.int64)
+    words[0::2] = unscaled
+    words[1::2] = unscaled >> 63
+    bitmap = pa.array(~null).buffers()[1] if null.any() else None
+    return pa.Array.from_buffers(typ, len(unscaled), [bitmap, pa.py_buffer(words)])
+
+
+def _max_abs(values: np.ndarray) -> int:
+    if len(values) == 0:
+        return 0
+    return max(abs(int(values.max())), abs(int(values.min())))

@@ -1,0 +1,202 @@
+"""Decorrelation: IN / EXISTS / scalar subqueries become joins.
+
+    Filter(x IN (SELECT y ... WHERE y.k = x.k))   ->  Join(semi, filter: x = y AND y.k = x.k)
+    Filter(NOT EXISTS (SELECT ... WHERE c))       ->  Join(anti, filter: c)
+    x < (SELECT avg(v) FROM t WHERE t.k = o.k)    ->  Join(left, o.k = t.k) with
+                                                      Aggregate(avg(v) GROUP BY t.k)
+
+Correlated predicates (those reading columns the subquery does not produce) are pulled out of
+the subquery's filters, through projections (which then pass the needed inner columns up) and
+through aggregates (where an equality ``inner = outer`` becomes a new group key). The join's
+filter is split into equi keys and a residual later, by filter pushdown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pyarrow as pa
+
+from plansight.engine.logical import plan as lp
+from plansight.engine.logical.expr import (
+    Call,
+    Column,
+    Expr,
+    SubqueryExpr,
+    columns_of,
+    conjunction,
+    split_conjunction,
+    transform,
+    walk,
+)
+from plansight.engine.optimizer.rewrite import produced_ids
+from plansight.errors import NotSupportedError
+
+
+def decorrelate_subqueries(plan: lp.LogicalPlan) -> lp.LogicalPlan:
+    return lp.transform_plan(plan, _rewrite_node)
+
+
+def _has_subquery(expr: Expr) -> bool:
+    return any(isinstance(e, SubqueryExpr) for e in walk(expr))
+
+
+def _rewrite_node(node: lp.LogicalPlan) -> lp.LogicalPlan:
+    if isinstance(node, lp.Filter) and _has_subquery(node.predicate):
+        plan = node.input
+        remaining = []
+        for conjunct in split_conjunction(node.predicate):
+            if isinstance(conjunct, SubqueryExpr) and conjunct.kind in ("exists", "in"):
+                plan = _semi_anti_join(plan, conjunct)
+            elif _has_subquery(conjunct):
+                plan, conjunct = _replace_scalar_subqueries(plan, conjunct)
+                remaining.append(conjunct)
+            else:
+                remaining.append(conjunct)
+        predicate = conjunction(remaining)
+        return lp.Filter(plan, predicate) if predicate is not None else plan
+    if isinstance(node, lp.Projection) and any(_has_subquery(e) for e in node.exprs):
+        plan = node.input
+        exprs = []
+        for expr in node.exprs:
+            if _has_subquery(expr):
+                plan, expr = _replace_scalar_subqueries(plan, expr)
+            exprs.append(expr)
+        return lp.Projection(plan, tuple(exprs), node.outputs)
+    for expr in node.expressions():
+        if _has_subquery(expr):
+            raise NotSupportedError("subqueries are supported in WHERE, HAVING and the SELECT "
+                                    f"list; not in {type(node).__name__.lower()} expressions")
+    return node
+
+
+def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
+    inner = decorrelate_subqueries(sub.plan)
+    outer_ids = {c.id for c in outer.columns}
+    keep = [inner.columns[0]] if sub.kind == "in" else []
+    inner, correlated = _pull_correlated(inner, outer_ids, keep, for_exists=sub.kind == "exists")
+    conditions = list(correlated)
+    if sub.kind == "in":
+        conditions.insert(0, Call("eq", (sub.needle, inner.columns[0]), pa.bool_()))
+    kind = "anti" if sub.negated else "semi"
+    return lp.Join(outer, inner, kind, (), conjunction(conditions),
+                   null_aware=sub.negated and sub.kind == "in")
+
+
+def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
+    """Left-join every scalar subquery of ``expr`` to ``plan``; return (plan, rewritten)."""
+    found: list[SubqueryExpr] = [e for e in walk(expr) if isinstance(e, SubqueryExpr)]
+    mapping: dict[int, Expr] = {}
+    for sub in found:
+        if sub.kind != "scalar":
+            raise NotSupportedError("EXISTS / IN subqueries are supported as top-level "
+                                    "conditions of WHERE (combined with AND), not inside "
+                                    "OR, CASE or other expressions")
+        inner = decorrelate_subqueries(sub.plan)
+        outer_ids = produced_ids(plan)
+        value = inner.columns[0]
+        inner, correlated = _pull_correlated(inner, outer_ids, [value], for_exists=False)
+        if correlated:
+            plan = lp.Join(plan, inner, "left", (), conjunction(correlated))
+        else:
+            # uncorrelated: one value for every row (a second row is not checked yet)
+            plan = lp.Join(plan, inner, "left", (), None)
+        mapping[sub.plan_key] = value
+
+    def swap(e: Expr) -> Expr:
+        if isinstance(e, SubqueryExpr):
+            return mapping[e.plan_key]
+        return e
+    return plan, transform(expr, swap)
+
+
+def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Column],
+                     for_exists: bool) -> tuple[lp.LogicalPlan, list[Expr]]:
+    """Remove correlated predicates from ``plan``; return the plan and those predicates."""
+    inner_ids = produced_ids(plan)
+
+    def is_correlated(e: Expr) -> bool:
+        return bool(columns_of(e) - inner_ids)
+
+    def pull(node: lp.LogicalPlan) -> tuple[lp.LogicalPlan, list[Expr]]:
+        if isinstance(node, lp.Filter):
+            child, pulled = pull(node.input)
+            local, corr = [], []
+            for c in split_conjunction(node.predicate):
+                (corr if is_correlated(c) else local).append(c)
+            predicate = conjunction(local)
+            node = lp.Filter(child, predicate) if predicate is not None else child
+            return node, pulled + corr
+        if isinstance(node, lp.Projection):
+            child, pulled = pull(node.input)
+            if not pulled:
+                return replace(node, input=child), []
+            if for_exists:
+                return child, pulled  # EXISTS ignores the select list
+            have = {o.id for o in node.outputs}
+            needed = [c for p in pulled for c in _inner_columns(p, inner_ids)
+                      if c.id not in have]
+            needed = list({c.id: c for c in needed}.values())
+            return lp.Projection(child, node.exprs + tuple(needed),
+                                 node.outputs + tuple(needed)), pulled
+        if isinstance(node, lp.Aggregate):
+            child, pulled = pull(node.input)
+            if not pulled:
+                return replace(node, input=child), []
+            groups, outputs = list(node.group_exprs), list(node.group_outputs)
+            for p in pulled:
+                inner_side = _equality_inner_side(p, inner_ids)
+                if inner_side is None:
+                    raise NotSupportedError(
+                        "a correlated subquery with an aggregate may only correlate through "
+                        f"equality conditions (inner = outer); found: {p}")
+                for column in _inner_columns(p, inner_ids):
+                    if column.id not in {o.id for o in outputs}:
+                        groups.append(column)
+                        outputs.append(column)
+            if not node.group_exprs and node.aggregates:
+                # an empty correlated group must still yield COUNT = 0 / SUM = NULL; a left join
+                # gives NULL for every aggregate, which differs only for COUNT
+                if any(a.func in ("count", "count_star") for a in node.aggregates):
+                    raise NotSupportedError("correlated scalar subqueries with COUNT are not "
+                                            "supported yet")
+            return replace(node, input=child, group_exprs=tuple(groups),
+                           group_outputs=tuple(outputs)), pulled
+        if isinstance(node, (lp.Sort,)):
+            child, pulled = pull(node.input)
+            return replace(node, input=child), pulled
+        if isinstance(node, lp.Join) and node.kind in ("inner", "cross"):
+            left, pl = pull(node.left)
+            right, pr = pull(node.right)
+            return replace(node, left=left, right=right), pl + pr
+        return node, []
+
+    new_plan, pulled = pull(plan)
+    leftover = produced_ids(new_plan)
+    for node_expr in _all_expressions(new_plan):
+        if columns_of(node_expr) - leftover - inner_ids:
+            raise NotSupportedError(
+                "this correlated subquery is not supported: outer columns may only be "
+                f"referenced in its WHERE conditions (found {node_expr})")
+    return new_plan, pulled
+
+
+def _all_expressions(plan: lp.LogicalPlan):
+    for e in plan.expressions():
+        yield e
+    for child in plan.inputs():
+        yield from _all_expressions(child)
+
+
+def _inner_columns(expr: Expr, inner_ids: set[int]) -> list[Column]:
+    return [e for e in walk(expr) if isinstance(e, Column) and e.id in inner_ids]
+
+
+def _equality_inner_side(expr: Expr, inner_ids: set[int]) -> Expr | None:
+    if isinstance(expr, Call) and expr.func == "eq":
+        a, b = expr.args
+        if columns_of(a) <= inner_ids and not (columns_of(b) & inner_ids):
+            return a
+        if columns_of(b) <= inner_ids and not (columns_of(a) & inner_ids):
+            return b
+    return None

@@ -1,0 +1,68 @@
+"""Constant folding: evaluate calls whose arguments are all literals, once, at plan time."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from plansight.engine.logical.expr import Call, Cast, Expr, Literal, is_volatile, transform
+from plansight.engine.logical.plan import LogicalPlan, transform_plan
+from plansight.errors import PlansightError
+
+
+def fold(expr: Expr) -> Expr:
+    """``1 + 2`` -> ``3``; ``x AND TRUE`` -> ``x``; errors are left for run time.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> from plansight.engine.logical.expr import Call, Literal
+        >>> fold(Call("and", (Literal(True, pa.bool_()), Literal(False, pa.bool_())), pa.bool_()))
+        Literal(value=False, type=DataType(bool))
+    """
+    return transform(expr, _fold_node)
+
+
+def _fold_node(expr: Expr) -> Expr:
+    if isinstance(expr, Call) and expr.func in ("and", "or") and len(expr.args) == 2:
+        simplified = _simplify_boolean(expr)
+        if simplified is not None:
+            return simplified
+    if not isinstance(expr, (Call, Cast)) or is_volatile(expr):
+        return expr
+    if not all(isinstance(c, Literal) for c in expr.children()):
+        return expr
+    if isinstance(expr, Call) and expr.func in ("random", "uuid", "current_date", "now"):
+        return expr
+    from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
+
+    try:
+        args = [pa.scalar(c.value, c.type) for c in expr.children()]
+        if isinstance(expr, Cast):
+            value = evaluate_cast(args[0], expr.type, expr.safe)
+        else:
+            value = evaluate_call(expr, args)
+        if isinstance(value, pa.Array):
+            if len(value) != 1:
+                return expr
+            value = value[0]
+        if isinstance(value, pa.ChunkedArray):
+            return expr
+        return Literal(value.as_py(), expr.type)
+    except (PlansightError, pa.ArrowException, ValueError, TypeError, OverflowError):
+        return expr
+
+
+def _simplify_boolean(expr: Call) -> Expr | None:
+    a, b = expr.args
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, Literal) and x.value is not None:
+            if expr.func == "and":
+                return y if x.value is True else Literal(False, pa.bool_())
+            return Literal(True, pa.bool_()) if x.value is True else y
+    return None
+
+
+def fold_constants(plan: LogicalPlan) -> LogicalPlan:
+    """Fold every expression of every node."""
+    from plansight.engine.optimizer.rewrite import map_expressions
+
+    return transform_plan(plan, lambda node: map_expressions(node, fold))

@@ -1,0 +1,25 @@
+"""The ordered logical rules."""
+
+from __future__ import annotations
+
+from plansight.engine.logical.plan import LogicalPlan
+from plansight.engine.optimizer.decorrelate_subqueries import decorrelate_subqueries
+from plansight.engine.optimizer.fold_constants import fold_constants
+from plansight.engine.optimizer.push_down_filters import push_down_filters
+from plansight.engine.optimizer.push_down_limit import push_down_limit
+from plansight.engine.optimizer.push_down_projections import push_down_projections
+
+RULES = (
+    fold_constants,          # first: later rules see literals, not 1 + 1
+    decorrelate_subqueries,  # before pushdown: subqueries become joins filters can move into
+    push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
+    fold_constants,          # pushdown substitutes expressions; fold what became constant
+    push_down_limit,         # after filters: a limit never passes a filter
+    push_down_projections,   # last: prune what every earlier rewrite left unused
+)
+
+
+def optimize(plan: LogicalPlan) -> LogicalPlan:
+    for rule in RULES:
+        plan = rule(plan)
+    return plan

@@ -1,0 +1,169 @@
+"""Filter pushdown: evaluate each conjunct as early as possible.
+
+Conjuncts move through projections (columns substituted), sorts, into the group keys side
+of aggregates, into window inputs when they only read partition keys, into each side of a
+union, and into joins: conjuncts reading one side go below the join (only on the side whose
+rows the join preserves untouched), those reading both become join conditions of inner
+joins; equalities between the two sides become equi keys. Simple ``column op literal``
+conjuncts are also copied into scans as row-group pruning hints (the Filter stays exact).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from plansight.engine.logical import plan as lp
+from plansight.engine.logical.expr import (
+    Call,
+    Column,
+    Expr,
+    Literal,
+    columns_of,
+    conjunction,
+    is_volatile,
+    replace_columns,
+    split_conjunction,
+)
+
+
+def push_down_filters(plan: lp.LogicalPlan) -> lp.LogicalPlan:
+    return _push(plan, [])
+
+
+def _ids(plan: lp.LogicalPlan) -> set[int]:
+    return {c.id for c in plan.columns}
+
+
+def _wrap(plan: lp.LogicalPlan, predicates: list[Expr]) -> lp.LogicalPlan:
+    predicate = conjunction(predicates)
+    return lp.Filter(plan, predicate) if predicate is not None else plan
+
+
+def _push(plan: lp.LogicalPlan, predicates: list[Expr]) -> lp.LogicalPlan:
+    """``plan`` filtered by ``predicates``, with filters pushed as deep as they can go."""
+    if isinstance(plan, lp.Filter):
+        return _push(plan.input, predicates + split_conjunction(plan.predicate))
+    if isinstance(plan, lp.Projection):
+        mapping = {o.id: e for o, e in zip(plan.outputs, plan.exprs)}
+        down, stay = [], []
+        for p in predicates:
+            substituted = replace_columns(p, mapping)
+            (stay if is_volatile(substituted) else down).append(substituted)
+        return _wrap(replace(plan, input=_push(plan.input, down)), stay)
+    if isinstance(plan, lp.Sort) and plan.fetch is None:
+        return replace(plan, input=_push(plan.input, predicates))
+    if isinstance(plan, lp.Aggregate):
+        mapping = {o.id: e for o, e in zip(plan.group_outputs, plan.group_exprs)}
+        group_ids = set(mapping)
+        down, stay = [], []
+        for p in predicates:
+            (down if columns_of(p) <= group_ids and plan.group_exprs else stay).append(p)
+        down = [replace_columns(p, mapping) for p in down]
+        return _wrap(replace(plan, input=_push(plan.input, down)), stay)
+    if isinstance(plan, lp.Window):
+        common = None
+        for w in plan.windows:
+            keys = {c for e in w.partition_by for c in columns_of(e)}
+            common = keys if common is None else common & keys
+        down, stay = [], []
+        for p in predicates:
+            (down if common and columns_of(p) <= common else stay).append(p)
+        return _wrap(replace(plan, input=_push(plan.input, down)), stay)
+    if isinstance(plan, lp.Union):
+        inputs = []
+        for child in plan.union_inputs:
+            mapping = {o.id: c for o, c in zip(plan.outputs, child.columns)}
+            inputs.append(_push(child, [replace_columns(p, mapping) for p in predicates]))
+        return replace(plan, union_inputs=tuple(inputs))
+    if isinstance(plan, lp.Join):
+        return _push_join(plan, predicates)
+    if isinstance(plan, lp.TableScan):
+        hints = tuple(p for p in predicates if _pruning_hint(p, plan) is not None)
+        if hints:
+            plan = replace(plan, filters=tuple(dict.fromkeys(plan.filters + hints)))
+        return _wrap(plan, predicates)
+    # Limit, Values, Sort with fetch, ...: filters stay above, children are still visited
+    inputs = tuple(_push(child, []) for child in plan.inputs())
+    if inputs:
+        plan = plan.with_inputs(inputs)
+    return _wrap(plan, predicates)
+
+
+def _push_join(join: lp.Join, predicates: list[Expr]) -> lp.LogicalPlan:
+    left_ids, right_ids = _ids(join.left), _ids(join.right)
+    kind = join.kind
+    conditions = split_conjunction(join.filter) + [
+        Call("eq", (a, b), _bool()) for a, b in join.on]
+    above, to_left, to_right, join_conditions = [], [], [], []
+    # WHERE predicates: for inner/cross joins everything may move into the join
+    for p in predicates:
+        cols = columns_of(p)
+        if cols <= left_ids and kind in ("inner", "cross", "left", "semi", "anti"):
+            to_left.append(p)
+        elif cols <= right_ids and kind in ("inner", "cross", "right"):
+            to_right.append(p)
+        elif kind in ("inner", "cross") and not is_volatile(p):
+            join_conditions.append(p)
+        else:
+            above.append(p)
+    # ON conditions: one-sided ones go to the side the join does not preserve
+    for c in conditions:
+        cols = columns_of(c)
+        if cols <= right_ids and kind in ("inner", "cross", "left", "semi", "anti"):
+            to_right.append(c)
+        elif cols <= left_ids and kind in ("inner", "cross", "right"):
+            to_left.append(c)
+        else:
+            join_conditions.append(c)
+    left = _push(join.left, to_left)
+    right = _push(join.right, to_right)
+    on, residual = split_join_keys(join_conditions, left_ids, right_ids)
+    new_kind = "inner" if kind == "cross" and (on or residual) else kind
+    new = replace(join, left=left, right=right, kind=new_kind, on=tuple(on),
+                  filter=conjunction(residual))
+    return _wrap(new, above)
+
+
+def split_join_keys(conditions: list[Expr], left_ids: set[int], right_ids: set[int]):
+    """Equalities with one side per input become equi keys; the rest is the residual."""
+    on, residual = [], []
+    for c in conditions:
+        if isinstance(c, Call) and c.func == "eq":
+            a, b = c.args
+            ca, cb = columns_of(a), columns_of(b)
+            if ca and cb and ca <= left_ids and cb <= right_ids:
+                on.append((a, b))
+                continue
+            if ca and cb and ca <= right_ids and cb <= left_ids:
+                on.append((b, a))
+                continue
+        residual.append(c)
+    return on, residual
+
+
+def _bool():
+    import pyarrow as pa
+
+    return pa.bool_()
+
+
+def _pruning_hint(predicate: Expr, scan: lp.TableScan):
+    """(source column, op, value) for ``column op literal`` predicates on a scan column."""
+    if not isinstance(predicate, Call) or predicate.func not in ("eq", "lt", "lte", "gt", "gte"):
+        return None
+    a, b = predicate.args
+    op = predicate.func
+    if isinstance(b, Column) and isinstance(a, Literal):
+        a, b = b, a
+        op = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte", "eq": "eq"}[op]
+    if not isinstance(a, Column) or not isinstance(b, Literal) or b.value is None:
+        return None
+    if a.type != b.type:
+        return None
+    for column, name in zip(scan.scan_columns, scan.projection):
+        if column.id == a.id:
+            return (name, op, b.value)
+    return None
+
+
+pruning_hint = _pruning_hint

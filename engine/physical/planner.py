@@ -1,0 +1,182 @@
+"""Lowering a logical plan to ExecutionPlan operators.
+
+The planner chooses algorithms (hash vs nested-loop join, build side) and pre-projects
+computed keys and aggregate arguments into columns; it never inserts shuffles or sorts for
+requirements, which is EnsureRequirements' job.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from plansight.engine.exec.context import SessionConfig
+from plansight.engine.functions.aggregate import AggregateSpec
+from plansight.engine.logical import plan as lp
+from plansight.engine.logical.expr import Call, Column, Expr, Literal, next_id
+from plansight.engine.physical.aggregate import AggregateExec
+from plansight.engine.physical.expressions import evaluate
+from plansight.engine.physical.filter import FilterExec
+from plansight.engine.physical.hash_join import HashJoinExec
+from plansight.engine.physical.limit import GlobalLimitExec
+from plansight.engine.physical.nested_loop_join import NestedLoopJoinExec
+from plansight.engine.physical.plan import ExecutionPlan
+from plansight.engine.physical.projection import ProjectionExec
+from plansight.engine.physical.scan import DataSourceExec
+from plansight.engine.physical.sort import SortExec
+from plansight.engine.physical.union import UnionExec
+from plansight.engine.physical.values import ValuesExec
+from plansight.errors import InternalError
+
+_SWAPPED = {"inner": "inner", "left": "right", "right": "left", "full": "full",
+            "semi": "right_semi", "anti": "right_anti"}
+_DIRECT = {"inner": "inner", "left": "left", "right": "right", "full": "full",
+           "semi": "left_semi", "anti": "left_anti", "cross": "inner"}
+
+
+def schema_of(columns) -> pa.Schema:
+    return pa.schema([pa.field(c.field_name, c.type) for c in columns])
+
+
+def estimate_rows(plan: lp.LogicalPlan) -> float:
+    """A rough output size, enough to pick the smaller join side."""
+    if isinstance(plan, lp.TableScan):
+        rows = plan.source.num_rows()
+        rows = 1e6 if rows is None else rows
+        if plan.fetch is not None:
+            rows = min(rows, plan.fetch)
+        return rows
+    if isinstance(plan, lp.Values):
+        return len(plan.rows)
+    if isinstance(plan, lp.Filter):
+        return estimate_rows(plan.input) * 0.3
+    if isinstance(plan, lp.Aggregate):
+        return 1 if not plan.group_exprs else estimate_rows(plan.input) * 0.2
+    if isinstance(plan, lp.Limit):
+        inner = estimate_rows(plan.input)
+        return inner if plan.fetch is None else min(inner, plan.fetch)
+    if isinstance(plan, lp.Join):
+        left, right = estimate_rows(plan.left), estimate_rows(plan.right)
+        if plan.kind in ("semi", "anti"):
+            return left
+        if plan.kind == "cross":
+            return left * right
+        return max(left, right)
+    if isinstance(plan, lp.Union):
+        return sum(estimate_rows(c) for c in plan.union_inputs)
+    inputs = plan.inputs()
+    return estimate_rows(inputs[0]) if inputs else 1
+
+
+class PhysicalPlanner:
+    def __init__(self, config: SessionConfig):
+        self.config = config
+
+    def plan(self, node: lp.LogicalPlan) -> ExecutionPlan:
+        method = getattr(self, f"_plan_{type(node).__name__.lower()}", None)
+        if method is None:
+            raise InternalError(f"no physical plan for {type(node).__name__}")
+        return method(node)
+
+    def _plan_tablescan(self, node: lp.TableScan) -> ExecutionPlan:
+        from plansight.engine.optimizer.push_down_filters import pruning_hint
+
+        hints = tuple(h for h in (pruning_hint(f, node) for f in node.filters) if h is not None)
+        return DataSourceExec(node.source, list(node.projection), schema_of(node.columns),
+                              partitions=self.config.target_partitions,
+                              pruning_predicates=hints, fetch=node.fetch, table=node.table)
+
+    def _plan_values(self, node: lp.Values) -> ExecutionPlan:
+        if not node.columns:
+            return ValuesExec(pa.table({}))
+        one_row = pa.RecordBatch.from_pydict({"_": [None]})
+        arrays = []
+        for i, column in enumerate(node.columns):
+            values = [evaluate(row[i], one_row) for row in node.rows]
+            arrays.append(pa.concat_arrays(values) if values else pa.array([], column.type))
+        return ValuesExec(pa.Table.from_arrays(arrays, schema=schema_of(node.columns)))
+
+    def _plan_filter(self, node: lp.Filter) -> ExecutionPlan:
+        return FilterExec(node.predicate, self.plan(node.input))
+
+    def _plan_projection(self, node: lp.Projection) -> ExecutionPlan:
+        return ProjectionExec(list(node.exprs), list(node.outputs), self.plan(node.input))
+
+    def _plan_sort(self, node: lp.Sort) -> ExecutionPlan:
+        return SortExec(list(node.keys), self.plan(node.input), fetch=node.fetch)
+
+    def _plan_limit(self, node: lp.Limit) -> ExecutionPlan:
+        return GlobalLimitExec(self.plan(node.input), node.skip, node.fetch)
+
+    def _plan_union(self, node: lp.Union) -> ExecutionPlan:
+        return UnionExec([self.plan(c) for c in node.union_inputs], schema_of(node.outputs))
+
+    def _plan_aggregate(self, node: lp.Aggregate) -> ExecutionPlan:
+        child = self.plan(node.input)
+        exprs: list[Expr] = []
+        outputs: list[Column] = []
+        for expr, out in zip(node.group_exprs, node.group_outputs):
+            exprs.append(expr)
+            outputs.append(out)
+        specs = []
+        for call, out in zip(node.aggregates, node.aggregate_outputs):
+            column_name = None
+            if call.args:
+                arg = call.args[0]
+                if call.filter is not None:
+                    arg = Call("case", (call.filter, arg, Literal(None, arg.type)), arg.type)
+                existing = next((o for e, o in zip(exprs, outputs) if e == arg), None)
+                if existing is None:
+                    existing = Column(next_id(), "__agg_arg", arg.type)
+                    exprs.append(arg)
+                    outputs.append(existing)
+                column_name = existing.field_name
+            func = call.func
+            if func == "count_star" and call.filter is not None:
+                marker = Call("case", (call.filter, Literal(1, pa.int32()),
+                                       Literal(None, pa.int32())), pa.int32())
+                existing = Column(next_id(), "__agg_arg", pa.int32())
+                exprs.append(marker)
+                outputs.append(existing)
+                func, column_name = "count", existing.field_name
+            specs.append(AggregateSpec(func, column_name, out.field_name, call.type,
+                                       call.distinct, call.options))
+        if not exprs:
+            # global COUNT(*) only: aggregate over a row-count-preserving dummy column
+            exprs, outputs = [Literal(1, pa.int8())], [Column(next_id(), "__rows", pa.int8())]
+        pre = ProjectionExec(exprs, outputs, child)
+        keys = list(node.group_outputs)
+        schema = schema_of(node.group_outputs + node.aggregate_outputs)
+        return AggregateExec(pre, keys, specs, schema)
+
+    def _plan_window(self, node: lp.Window) -> ExecutionPlan:
+        from plansight.engine.physical.window_planning import plan_window
+
+        return plan_window(node, self.plan(node.input), self.config)
+
+    def _plan_join(self, node: lp.Join) -> ExecutionPlan:
+        left, right = self.plan(node.left), self.plan(node.right)
+        if node.kind == "cross" or not node.on:
+            if node.null_aware:
+                raise InternalError("NOT IN needs an equality key")
+            if node.kind in ("right", "full"):
+                return NestedLoopJoinExec(left, right, node.kind, node.filter)
+            # build on the right so the (usually larger) left side streams
+            kind = _SWAPPED.get(node.kind, "inner")
+            return self._restore_order(NestedLoopJoinExec(right, left, kind, node.filter), node)
+        build_right = node.null_aware or \
+            estimate_rows(node.right) <= estimate_rows(node.left)
+        if build_right:
+            on = [(b, a) for a, b in node.on]
+            join = HashJoinExec(right, left, on, _SWAPPED[node.kind], node.filter,
+                                null_aware=node.null_aware, null_equal=node.null_equal)
+            return self._restore_order(join, node)
+        return HashJoinExec(left, right, list(node.on), _DIRECT[node.kind], node.filter,
+                            null_aware=node.null_aware, null_equal=node.null_equal)
+
+    def _restore_order(self, join: ExecutionPlan, node: lp.Join) -> ExecutionPlan:
+        """A swapped join outputs right columns first; put them back in logical order."""
+        if node.kind in ("semi", "anti"):
+            return join
+        columns = list(node.columns)
+        return ProjectionExec(columns, columns, join)
+

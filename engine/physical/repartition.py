@@ -1,0 +1,209 @@
+"""RepartitionExec: redistributes rows over ``partitions`` outputs, by hash or round robin.
+
+    input partitions ──(one thread each)──▶ route batch ──▶ per-output bounded queues
+                                                          └──▶ output partition p reads queue p
+
+Hash routing decides with integers: one hash per row (fixed seed, so equal keys land in the
+same partition on every child and every run), ``np.argsort`` of the target partitions gives
+one ``take`` per input batch, and each output gets a zero-copy slice. A batch whose rows all
+go to one partition is passed on untouched. Round robin deals whole batches, each input
+starting at a different output so small inputs still spread.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plansight.engine.exec.events import RepartitionOutput
+from plansight.engine.logical.expr import Expr
+from plansight.engine.physical.expressions import evaluate
+from plansight.engine.physical.plan import ExecutionPlan, Partitioning
+
+_SEED = np.uint64(0x9E3779B97F4A7C15)
+
+
+def hash_rows(arrays: list[pa.Array]) -> np.ndarray:
+    """A uint64 hash per row of the key columns, stable across runs and processes."""
+    n = len(arrays[0]) if arrays else 0
+    h = np.full(n, _SEED, dtype=np.uint64)
+    for array in arrays:
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        t = array.type
+        if pa.types.is_floating(t):
+            values = pc.cast(array, pa.float64()).fill_null(0).to_numpy(zero_copy_only=False)
+            values = (values + 0.0).view(np.uint64)  # +0.0 folds -0.0 into 0.0
+        elif pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
+            as_int = pc.cast(array.cast(pa.int64()) if pa.types.is_temporal(t) else array,
+                             pa.int64())
+            values = as_int.fill_null(0).to_numpy(zero_copy_only=False).view(np.uint64)
+        else:
+            # strings, decimals, ...: factorize to codes, then hash the distinct values once
+            encoded = pc.dictionary_encode(array).combine_chunks() \
+                if isinstance(array, pa.ChunkedArray) else pc.dictionary_encode(array)
+            dictionary = encoded.dictionary
+            words = _hash_values(dictionary)
+            codes = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+            values = words[codes] if len(words) else np.zeros(n, np.uint64)
+        if array.null_count:
+            nulls = np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            values = np.where(nulls, np.uint64(0x5BD1E995), values)
+        h = _mix(h ^ values)
+    return h
+
+
+def _hash_values(dictionary: pa.Array) -> np.ndarray:
+    """Content hash of each distinct value (few: one per distinct key, not per row)."""
+    import hashlib
+
+    return np.array([int.from_bytes(hashlib.blake2b(repr(v).encode(), digest_size=8).digest(),
+                                    "little") for v in dictionary.to_pylist()], dtype=np.uint64)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer: spreads every input bit over the word."""
+    with np.errstate(over="ignore"):
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return h ^ (h >> np.uint64(31))
+
+
+class RepartitionExec(ExecutionPlan):
+    name = "RepartitionExec"
+
+    def __init__(self, input: ExecutionPlan, mode: str, partitions: int,
+                 exprs: tuple[Expr, ...] = ()):
+        super().__init__(input.schema)
+        self.input, self.mode, self.partitions, self.exprs = input, mode, partitions, tuple(exprs)
+        self._lock = threading.Lock()
+        self._state = None
+
+    def children(self):
+        return [self.input]
+
+    def with_new_children(self, children):
+        return RepartitionExec(children[0], self.mode, self.partitions, self.exprs)
+
+    def output_partitioning(self):
+        if self.mode == "hash":
+            return Partitioning(self.partitions, self.exprs)
+        return Partitioning(self.partitions)
+
+    def display(self) -> str:
+        n_in = self.input.output_partitioning().count
+        if self.mode == "hash":
+            keys = ", ".join(map(str, self.exprs))
+            return (f"RepartitionExec: partitioning=Hash([{keys}], {self.partitions}), "
+                    f"input_partitions={n_in}")
+        return (f"RepartitionExec: partitioning=RoundRobinBatch({self.partitions}), "
+                f"input_partitions={n_in}")
+
+    def route(self, batch: pa.RecordBatch, start: int):
+        """(output partition, batch) pieces of one input batch."""
+        if self.mode != "hash":
+            yield start % self.partitions, batch
+            return
+        keys = [evaluate(e, batch) for e in self.exprs]
+        targets = (hash_rows(keys) % np.uint64(self.partitions)).astype(np.int64)
+        if len(targets) and (targets == targets[0]).all():
+            yield int(targets[0]), batch
+            return
+        order = np.argsort(targets, kind="stable")
+        counts = np.bincount(targets, minlength=self.partitions)
+        shuffled = batch.take(pa.array(order))
+        offset = 0
+        for p, count in enumerate(counts):
+            if count:
+                yield p, shuffled.slice(offset, int(count))
+            offset += int(count)
+
+    def _start(self, ctx):
+        """Start one producer thread per input partition (once, on first execute)."""
+        with self._lock:
+            if self._state is not None and self._state["ctx"] is ctx:
+                return self._state
+            n_in = self.input.output_partitioning().count
+            queues = [queue.Queue(maxsize=8) for _ in range(self.partitions)]
+            stop = threading.Event()
+            rows = np.zeros(self.partitions, dtype=np.int64)
+            state = {"ctx": ctx, "queues": queues, "stop": stop, "rows": rows,
+                     "remaining": n_in, "readers": self.partitions}
+
+            def put(p, item):
+                while not stop.is_set():
+                    try:
+                        queues[p].put(item, timeout=0.05)
+                        return
+                    except queue.Full:
+                        continue
+
+            def produce(partition):
+                stream = None
+                try:
+                    stream = self.input.execute(partition, ctx)
+                    for i, batch in enumerate(stream):
+                        if stop.is_set():
+                            break
+                        for p, piece in self.route(batch, partition + i):
+                            rows[p] += piece.num_rows
+                            put(p, piece)
+                except BaseException as error:
+                    for p in range(self.partitions):
+                        put(p, _Failure(error))
+                finally:
+                    if stream is not None:
+                        stream.close()
+                    with self._lock:
+                        state["remaining"] -= 1
+                        last = state["remaining"] == 0
+                    if last:
+                        if ctx.events.active:
+                            ctx.events.publish(RepartitionOutput(self.operator_id,
+                                                                 tuple(int(r) for r in rows)))
+                        for p in range(self.partitions):
+                            put(p, None)
+
+            threads = [threading.Thread(target=produce, args=(i,), daemon=True,
+                                        name=f"plansight-repartition-{i}") for i in range(n_in)]
+            state["threads"] = threads
+            self._state = state
+            for thread in threads:
+                thread.start()
+            return state
+
+    def _execute(self, partition, ctx):
+        state = self._start(ctx)
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        q = state["queues"][partition]
+        try:
+            while True:
+                try:
+                    item = q.get(timeout=0.1)
+                except queue.Empty:
+                    ctx.check_cancelled()
+                    continue
+                if item is None:
+                    break
+                if isinstance(item, _Failure):
+                    raise item.error
+                metrics.add("partition_rows", item.num_rows)
+                yield item
+        finally:
+            with self._lock:
+                state["readers"] -= 1
+                done = state["readers"] == 0
+            if done:
+                state["stop"].set()
+                for thread in state["threads"]:
+                    thread.join()
+                self._state = None
+
+
+class _Failure:
+    def __init__(self, error: BaseException):
+        self.error = error

@@ -1,0 +1,63 @@
+"""EnsureRequirements: the one rule that inserts exchanges and sorts.
+
+For every operator and input, compare what the operator requires (distribution, ordering)
+with what the input provides, and insert only what is missing:
+
+    required SinglePartition, input has N > 1  -> CoalescePartitionsExec
+                                                  (SortPreservingMergeExec if ordered)
+    required Hash(keys), input not so          -> RepartitionExec(Hash(keys), target)
+    required ordering, input not so ordered    -> SortExec (per partition)
+"""
+
+from __future__ import annotations
+
+from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
+from plansight.engine.physical.plan import ExecutionPlan, ordering_satisfies
+from plansight.engine.physical.sort import SortExec
+
+
+def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> ExecutionPlan:
+    children = [ensure_requirements(c, target_partitions) for c in plan.children()]
+    if not children:
+        return plan
+    distributions = plan.required_input_distribution()
+    orderings = plan.required_input_ordering()
+    new_children = []
+    for child, distribution, ordering in zip(children, distributions, orderings):
+        partitioning = child.output_partitioning()
+        if not distribution.satisfied_by(partitioning):
+            if distribution.kind == "single":
+                child = _merge(child)
+            else:
+                child = _repartition(child, distribution.exprs, target_partitions)
+        if ordering and not ordering_satisfies(child.output_ordering(), ordering):
+            child = SortExec(list(ordering), child,
+                             preserve_partitioning=child.output_partitioning().count > 1)
+        new_children.append(child)
+    if all(a is b for a, b in zip(new_children, plan.children())):
+        return plan
+    return plan.with_new_children(new_children)
+
+
+def _merge(child: ExecutionPlan) -> ExecutionPlan:
+    ordering = child.output_ordering()
+    if ordering:
+        try:
+            from plansight.engine.physical.sort_preserving_merge import SortPreservingMergeExec
+        except ImportError:
+            return SortExec(list(ordering), CoalescePartitionsExec(child))
+        return SortPreservingMergeExec(list(ordering), child)
+    return CoalescePartitionsExec(child)
+
+
+def _repartition(child: ExecutionPlan, exprs, target_partitions: int) -> ExecutionPlan:
+    from plansight.engine.physical.repartition import RepartitionExec
+
+    return RepartitionExec(child, "hash", target_partitions, tuple(exprs))
+
+
+def ensure_single_output(plan: ExecutionPlan) -> ExecutionPlan:
+    """The root of a query returns one stream."""
+    if plan.output_partitioning().count > 1:
+        return _merge(plan)
+    return plan

@@ -1,0 +1,200 @@
+"""Query: a planned statement; running it returns Arrow data, metrics and events."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from plansight.engine.exec.context import TaskContext
+from plansight.engine.exec.events import (
+    Event,
+    EventBus,
+    QueryCancelled,
+    QueryFailed,
+    QueryFinished,
+    QueryStarted,
+)
+from plansight.engine.exec.memory_pool import MemoryPool
+from plansight.engine.logical.plan import LogicalPlan, format_plan
+from plansight.engine.physical.plan import ExecutionPlan, format_physical
+from plansight.errors import Cancelled, ExecutionError, InternalError, PlansightError
+
+
+@dataclass
+class QueryRun:
+    """The outcome of one execution: the result and everything observed on the way."""
+
+    result: pa.Table
+    plan: ExecutionPlan
+    ctx: TaskContext
+    elapsed: float
+    spills: list = field(default_factory=list)
+    profile: Any = None
+
+    @property
+    def metrics(self):
+        return self.ctx.metrics
+
+    def explain_analyze(self) -> str:
+        return format_physical(self.plan, lambda op: format_metrics(op, self.ctx))
+
+
+def format_metrics(op: ExecutionPlan, ctx: TaskContext) -> str:
+    m = ctx.metrics
+    own = m.total(op.operator_id, "elapsed_compute") - sum(
+        m.total(c.operator_id, "elapsed_compute") for c in op.children())
+    parts = [f"output_rows={int(m.total(op.operator_id, 'output_rows'))}",
+             f"output_batches={int(m.total(op.operator_id, 'output_batches'))}",
+             f"elapsed_compute={max(own, 0) * 1000:.3f}ms"]
+    extra = ("peak_mem", "spill_count", "spilled_bytes", "spilled_rows", "rows_read",
+             "units_pruned", "units_read")
+    totals = m.snapshot().get(op.operator_id, {})
+    for name in extra:
+        if totals.get(name):
+            parts.append(f"{name}={int(totals[name])}")
+    return ", ".join(parts)
+
+
+class Query:
+    """A lazily planned query; ``to_arrow()`` runs it.
+
+    Example:
+        >>> import pyarrow as pa, plansight as ps
+        >>> s = ps.Session(target_partitions=1)
+        >>> s.register("t", pa.table({"k": ["a", "b", "a"], "v": [1, 2, 3]}))
+        >>> q = s.sql("SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY k")
+        >>> q.to_arrow().to_pydict()
+        {'k': ['a', 'b'], 's': [4, 2]}
+    """
+
+    def __init__(self, session, sql: str, statement: exp.Expression | None, tables: dict):
+        self.session, self.sql, self.tables = session, sql, tables
+        self.config = session.config.copy()
+        self._explain = None
+        if isinstance(statement, exp.Describe) or (
+                statement is not None and statement.key == "explain"):
+            self._explain = "analyze" if statement.args.get("style") == "ANALYZE" else "plain"
+            statement = statement.this
+        self.statement = statement
+        self._ctx: TaskContext | None = None
+        self._cancel = threading.Event()
+        self.logical = self.optimized = None
+        self.physical: ExecutionPlan | None = None
+        if statement is not None:
+            self._plan()
+
+    # -- planning -------------------------------------------------------------
+    def _plan(self) -> None:
+        from plansight.engine.optimizer.optimizer import optimize
+        from plansight.engine.physical.planner import PhysicalPlanner
+        from plansight.engine.physical_optimizer import optimize_physical
+        from plansight.engine.sql.binder import Binder
+
+        options = {"integer_division": self.config.integer_division,
+                   "default_null_order": self.config.default_null_order}
+        try:
+            self.logical: LogicalPlan = Binder(self.tables, options).bind_statement(
+                self.statement)
+            self.optimized = optimize(self.logical)
+            physical = PhysicalPlanner(self.config).plan(self.optimized)
+            self.physical = optimize_physical(physical, self.config)
+        except PlansightError:
+            raise
+        except RecursionError as e:
+            raise PlansightError("the query is nested too deeply to plan") from e
+        except Exception as e:  # a bug: keep the traceback, say so
+            raise InternalError(f"planning failed unexpectedly: {type(e).__name__}: {e}") from e
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.logical.columns] if self.logical is not None else []
+
+    # -- running --------------------------------------------------------------
+    def execute(self, observer=None) -> QueryRun:
+        """Run the plan; ``observer`` (a callable or list of them) receives engine events."""
+        if self.physical is None:
+            empty = pa.table({})
+            return QueryRun(empty, None, None, 0.0)
+        if self._explain == "plain":
+            text = self.explain()
+            return QueryRun(pa.table({"plan": [text]}), self.physical, None, 0.0)
+        observers = observer if isinstance(observer, (list, tuple)) else \
+            ([observer] if observer is not None else [])
+        pool = MemoryPool(self.config.memory_limit, self.config.memory_pool_policy)
+        bus = EventBus(list(observers))
+        ctx = TaskContext(self.config, pool, events=bus, cancelled=self._cancel)
+        self._cancel.clear()
+        self._ctx = ctx
+        if bus.active:
+            from plansight.engine.exec.events import ReservationChanged
+
+            pool.listeners.append(lambda r, total: bus.publish(
+                ReservationChanged(r.consumer, r.size, total)))
+            bus.publish(QueryStarted(self.sql))
+        start = time.perf_counter()
+        plan = self.physical
+        try:
+            batches = []
+            for partition in range(plan.output_partitioning().count):
+                batches.extend(plan.execute(partition, ctx))
+            table = pa.Table.from_batches(batches, schema=plan.schema)
+        except Cancelled:
+            if bus.active:
+                bus.publish(QueryCancelled())
+            raise
+        except KeyboardInterrupt:
+            self._cancel.set()
+            if bus.active:
+                bus.publish(QueryCancelled())
+            raise Cancelled("query cancelled by interrupt") from None
+        except PlansightError as e:
+            if bus.active:
+                bus.publish(QueryFailed(str(e)))
+            raise
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            if bus.active:
+                bus.publish(QueryFailed(str(e)))
+            raise ExecutionError(f"execution failed: {e}") from e
+        finally:
+            ctx.cleanup()
+        table = table.rename_columns(self.column_names)
+        if bus.active:
+            bus.publish(QueryFinished(table.num_rows))
+        run = QueryRun(table, plan, ctx, time.perf_counter() - start)
+        if self._explain == "analyze":
+            run.result = pa.table({"plan": [run.explain_analyze()]})
+        return run
+
+    def to_arrow(self) -> pa.Table:
+        return self.execute().result
+
+    def to_pandas(self):
+        return self.to_arrow().to_pandas()
+
+    def to_polars(self):
+        import polars as pl
+
+        return pl.from_arrow(self.to_arrow())
+
+    def cancel(self) -> None:
+        """Stop a running execution (from another thread); it raises Cancelled."""
+        self._cancel.set()
+
+    def explain(self, analyze: bool = False, logical: bool = False) -> str:
+        """The physical plan as indented text; with ``analyze`` run it and add metrics."""
+        if self.physical is None:
+            return ""
+        if analyze:
+            return self.execute().explain_analyze()
+        if logical:
+            return format_plan(self.optimized)
+        return format_physical(self.physical)
+
+    def __repr__(self) -> str:
+        return f"<plansight.Query {self.sql.strip()[:60]!r}>"
+

@@ -1,0 +1,204 @@
+"""Session: the catalog of registered tables, the options, and the memory pool of queries."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import psutil
+from sqlglot import exp
+
+from plansight.engine.catalog import (
+    CsvSource,
+    IpcSource,
+    ParquetSource,
+    TableSource,
+    source_from_object,
+)
+from plansight.engine.exec.context import SessionConfig
+from plansight.engine.exec.memory_pool import parse_memory_limit
+from plansight.engine.sql.parser import parse
+from plansight.errors import PlanError, did_you_mean
+
+NULL_ORDERS = ("nulls_last", "nulls_first", "nulls_first_on_asc_last_on_desc",
+               "nulls_last_on_asc_first_on_desc")
+
+
+def _positive_int(name):
+    def check(value):
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            number = 0
+        if isinstance(value, bool) or number < 1 or (isinstance(value, float) and
+                                                    value != number):
+            raise PlanError(f"option {name} must be a positive integer, got {value!r}")
+        return number
+    return check
+
+
+def _null_order(value):
+    text = str(value).lower().replace(" ", "_")
+    if text not in NULL_ORDERS:
+        raise PlanError(f"invalid value {value!r} for default_null_order: use one of "
+                        f"{', '.join(NULL_ORDERS)}")
+    return text
+
+
+def _boolean(name):
+    def check(value):
+        if isinstance(value, bool):
+            return value
+        text = str(value).lower()
+        if text in ("true", "1", "on", "yes"):
+            return True
+        if text in ("false", "0", "off", "no"):
+            return False
+        raise PlanError(f"option {name} must be true or false, got {value!r}")
+    return check
+
+
+def _memory(value):
+    if value is None or str(value).lower() in ("none", "unlimited", "-1"):
+        return None
+    try:
+        return parse_memory_limit(value)
+    except ValueError as e:
+        raise PlanError(str(e)) from None
+
+
+def _spill_dir(value):
+    return None if value in (None, "") else str(value)
+
+
+def _policy(value):
+    if value not in ("greedy", "fair"):
+        raise PlanError(f"invalid memory_pool_policy {value!r}: use 'greedy' or 'fair'")
+    return value
+
+
+OPTIONS = {
+    "target_partitions": _positive_int("target_partitions"),
+    "threads": _positive_int("threads"),  # DuckDB's name for the same knob
+    "batch_size": _positive_int("batch_size"),
+    "memory_limit": _memory,
+    "default_null_order": _null_order,
+    "integer_division": _boolean("integer_division"),
+    "spill_dir": _spill_dir,
+    "temp_directory": _spill_dir,  # DuckDB's name
+    "memory_pool_policy": _policy,
+}
+_ALIASES = {"threads": "target_partitions", "temp_directory": "spill_dir"}
+
+
+def default_memory_limit() -> int:
+    """80% of the RAM available now, like DuckDB's default share."""
+    return int(psutil.virtual_memory().available * 0.8)
+
+
+class Session:
+    """A catalog of tables and the options queries run with.
+
+    Example:
+        >>> import pyarrow as pa, plansight as ps
+        >>> s = ps.Session(target_partitions=1)
+        >>> s.register("t", pa.table({"x": [1, 2, 3]}))
+        >>> s.sql("SELECT sum(x) AS total FROM t").to_arrow().to_pylist()
+        [{'total': 6}]
+    """
+
+    def __init__(self, target_partitions: int | None = None, memory_limit: int | str | None = None,
+                 batch_size: int = 8192, spill_dir: str | None = None):
+        self.config = SessionConfig()
+        self._tables: dict[str, TableSource] = {}
+        self._lock = threading.Lock()
+        self.set_option("target_partitions", target_partitions or os.cpu_count() or 1)
+        self.set_option("memory_limit", memory_limit if memory_limit is not None
+                        else default_memory_limit())
+        self.set_option("batch_size", batch_size)
+        self.set_option("spill_dir", spill_dir)
+
+    # -- options --------------------------------------------------------------
+    def set_option(self, name: str, value: Any) -> None:
+        """Set a session option (DuckDB's names where DuckDB has the option)."""
+        key = name.lower()
+        if key not in OPTIONS:
+            raise PlanError(f"unknown option {name!r}." + did_you_mean(key, OPTIONS) +
+                            f" Options: {', '.join(sorted(OPTIONS))}")
+        setattr(self.config, _ALIASES.get(key, key), OPTIONS[key](value))
+
+    def get_option(self, name: str) -> Any:
+        key = name.lower()
+        if key not in OPTIONS:
+            raise PlanError(f"unknown option {name!r}." + did_you_mean(key, OPTIONS))
+        return getattr(self.config, _ALIASES.get(key, key))
+
+    # -- catalog --------------------------------------------------------------
+    def register(self, name: str, obj: Any) -> None:
+        """Register an Arrow table / RecordBatchReader or a pandas / polars DataFrame."""
+        self._check_name(name)
+        self._tables[name] = source_from_object(obj)
+
+    def register_parquet(self, name: str, path) -> None:
+        self._check_name(name)
+        self._tables[name] = ParquetSource(path)
+
+    def register_csv(self, name: str, path, **options) -> None:
+        self._check_name(name)
+        self._tables[name] = CsvSource(path, **options)
+
+    def register_ipc(self, name: str, path) -> None:
+        self._check_name(name)
+        self._tables[name] = IpcSource(path)
+
+    def deregister(self, name: str) -> None:
+        self._tables.pop(name, None)
+
+    def tables(self) -> list[str]:
+        return sorted(self._tables)
+
+    def table_schema(self, name: str):
+        return self._tables[name].schema
+
+    @staticmethod
+    def _check_name(name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise PlanError(f"table name must be a non-empty string, got {name!r}")
+
+    # -- queries --------------------------------------------------------------
+    def sql(self, text: str, catalog: dict[str, Any] | None = None):
+        """Parse, bind and plan ``text`` (lazy: nothing runs until a result is asked for).
+
+        SET statements apply at once. ``catalog`` adds tables visible to this query only.
+        """
+        from plansight.query import Query
+
+        statements = parse(text)
+        query = None
+        for statement in statements:
+            if isinstance(statement, exp.Set):
+                self._apply_set(statement)
+                continue
+            if query is not None:
+                raise PlanError("several queries in one call: run them one at a time "
+                                "(SET statements may precede a query)")
+            query = statement
+        tables: dict[str, Any] = dict(self._tables)
+        for name, obj in (catalog or {}).items():
+            tables[name] = source_from_object(obj)
+        return Query(self, text, query, tables)
+
+    def _apply_set(self, statement: exp.Set) -> None:
+        for item in statement.expressions:
+            assignment = item.this
+            if not isinstance(assignment, exp.EQ):
+                raise PlanError(f"cannot understand {statement.sql()}: use SET name = value")
+            name = assignment.this.name
+            value_node = assignment.expression
+            value = value_node.name if isinstance(value_node, (exp.Literal, exp.Column,
+                                                                 exp.Identifier, exp.Var)) \
+                else value_node.sql()
+            if isinstance(value_node, exp.Boolean):
+                value = value_node.this
+            self.set_option(name, value)
