@@ -39,8 +39,9 @@ def hash_rows(arrays: list[pa.Array]) -> np.ndarray:
             values = pc.cast(array, pa.float64()).fill_null(0).to_numpy(zero_copy_only=False)
             values = (values + 0.0).view(np.uint64)  # +0.0 folds -0.0 into 0.0
         elif pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
-            as_int = pc.cast(array.cast(pa.int64()) if pa.types.is_temporal(t) else array,
-                             pa.int64())
+            if pa.types.is_temporal(t):  # same bits, read as integers
+                array = array.view(pa.int64() if t.bit_width == 64 else pa.int32())
+            as_int = pc.cast(array, pa.int64())
             values = as_int.fill_null(0).to_numpy(zero_copy_only=False).view(np.uint64)
         else:
             # strings, decimals, ...: factorize to codes, then hash the distinct values once
