@@ -263,7 +263,11 @@ def _from_string(value: Value, to: pa.DataType, safe: bool) -> Value:
                 return _range_checked(pc.cast(text, pa.int64()), to, safe)
             except pa.ArrowInvalid:
                 pass  # '1.5', '1e3', '+5' or beyond BIGINT: go through DECIMAL/DOUBLE
-            return _convert(pc.cast(text, pa.float64()), pa.float64(), to, safe)
+            try:  # DECIMAL keeps DuckDB's half-away-from-zero rounding of '2.5' -> 3
+                exact = pc.cast(text, pa.decimal128(38, 9))
+                return _convert(exact, exact.type, to, safe)
+            except pa.ArrowInvalid:
+                return _convert(pc.cast(text, pa.float64()), pa.float64(), to, safe)
         try:
             return _to_decimal(pc.cast(text, pa.decimal128(38, to.scale)),
                                pa.decimal128(38, to.scale), to, safe)
@@ -335,10 +339,7 @@ def _to_string(value: Value, source: pa.DataType, to: pa.DataType) -> Value:
     if T.is_boolean(source):
         out = pc.if_else(value, "true", "false")
     elif T.is_float(source):
-        out = pc.cast(value, to)
-        # DuckDB prints integral doubles as '1.0', Arrow as '1'
-        out = pc.replace_substring_regex(out, r"^(-?\d+)$", r"\1.0")
-        out = pc.replace_substring_regex(out, r"^inf$", "inf")
+        out = format_float(value)
     elif T.is_timestamp(source):
         out = pc.cast(value, to)
         out = pc.replace_substring_regex(out, r"(\.\d*?)0+$", r"\1")
@@ -351,6 +352,68 @@ def _to_string(value: Value, source: pa.DataType, to: pa.DataType) -> Value:
     else:
         out = pc.cast(value, to)
     return pc.cast(out, to) if out.type != to else out
+
+
+def format_float(value: Value) -> Value:
+    """Doubles printed like DuckDB (and Python's repr): shortest round-trip digits, positional
+    for exponents -4..15 (``10000000000.0``, ``0.0001``), scientific otherwise (``1e+16``,
+    ``1e-05``).
+
+    Arrow prints the same shortest digits with other thresholds, so its output is rewritten:
+    integral values go through int64, small positional ones become scientific by regex, and
+    large non-integral ones are rebuilt from integer and fraction digits, one vectorized pass
+    per fraction length.
+    """
+    scalar = is_scalar(value)
+    array = pa.array([value.as_py()], value.type) if scalar else value
+    array = pc.cast(array, pa.float64())
+    text = pc.cast(array, pa.string())
+    magnitude = pc.abs(array)
+    finite = pc.is_finite(array)
+    integral = pc.and_(pc.and_(finite, pc.equal(pc.floor(array), array)),
+                       pc.less(magnitude, 1e16))
+    as_int = pc.cast(pc.if_else(integral, array, 0.0), pa.int64(), safe=False)
+    int_text = pc.binary_join_element_wise(pc.cast(as_int, pa.string()), ".0", "")
+    int_text = pc.if_else(pc.and_(integral, pc.less(array, 0.0)),
+                          pc.replace_substring_regex(int_text, r"^0", "-0"), int_text)
+    out = pc.if_else(integral, int_text, text)
+    # 1e-06 <= |x| < 1e-04: Arrow positional, DuckDB scientific
+    for zeros, exponent in ((4, "05"), (5, "06")):
+        out = pc.replace_substring_regex(
+            out, rf"^(-?)0\.0{{{zeros}}}([1-9])(\d+)$", rf"\1\2.\3e-{exponent}")
+        out = pc.replace_substring_regex(
+            out, rf"^(-?)0\.0{{{zeros}}}([1-9])$", rf"\1\2e-{exponent}")
+    out = pc.replace_substring_regex(out, r"e([+-])(\d)$", r"e\10\2")  # RE2: \1 then 0
+    out = _expand_large(array, out, integral)
+    out = pc.replace_substring_regex(out, r"^inf$", "inf")
+    out = pc.replace_substring_regex(out, r"^-inf$", "-inf")
+    return out[0] if scalar else out
+
+
+def _expand_large(array: pa.Array, out: pa.Array, integral: pa.Array) -> pa.Array:
+    """Non-integral values in [1e10, 1e16) that Arrow printed in scientific notation."""
+    parts = pc.extract_regex(out, r"^-?(?P<lead>\d)\.(?P<rest>\d+)e\+(?P<exp>\d+)$")
+    exponent = pc.cast(pc.struct_field(parts, "exp"), pa.int32())
+    candidates = pc.and_(pc.is_valid(parts), pc.less(exponent, 16))
+    candidates = pc.fill_null(pc.and_(candidates, pc.invert(integral)), False)
+    if not pc.any(candidates).as_py():
+        return out
+    rest_length = pc.utf8_length(pc.struct_field(parts, "rest"))
+    fraction_digits = pc.subtract(rest_length, exponent)  # digits after the point
+    rows = pc.indices_nonzero(candidates)
+    values = array.take(rows)
+    digits = fraction_digits.take(rows).to_numpy(zero_copy_only=False)
+    whole = pc.trunc(values)
+    rebuilt = pa.nulls(len(rows), pa.string())
+    for k in np.unique(digits):
+        mask = pa.array(digits == k)
+        frac = pc.round(pc.multiply(pc.abs(pc.subtract(values, whole)), 10.0 ** int(k)))
+        frac_text = pc.utf8_lpad(pc.cast(pc.cast(frac, pa.int64()), pa.string()), int(k), "0")
+        whole_text = pc.cast(pc.cast(whole, pa.int64()), pa.string())
+        joined = pc.binary_join_element_wise(whole_text, frac_text, ".")
+        rebuilt = pc.if_else(mask, joined, rebuilt)
+    fixed = pc.replace_with_mask(out, candidates, rebuilt)
+    return fixed
 
 
 def _string_to_interval(value: Value, safe: bool) -> Value:
