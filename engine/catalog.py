@@ -99,7 +99,8 @@ class ParquetSource(TableSource):
         self.files = _expand(path, (".parquet", ".parq", ".pq"))
         try:
             self._meta = {f: pq.ParquetFile(f).metadata for f in self.files}
-            self.schema = pq.ParquetFile(self.files[0]).schema_arrow
+            self.file_schema = pq.ParquetFile(self.files[0]).schema_arrow
+            self.schema = normalize_schema(self.file_schema)
         except (pa.ArrowInvalid, OSError) as e:
             raise PlanError(f"cannot read Parquet file {self.files[0]!r}: {e}") from e
 
@@ -115,8 +116,10 @@ class ParquetSource(TableSource):
 
         try:
             reader = pq.ParquetFile(unit.path)
-            yield from reader.iter_batches(batch_size=batch_size, row_groups=unit.row_groups,
-                                           columns=columns, use_threads=False)
+            target = pa.schema([self.schema.field(c) for c in columns])
+            for batch in reader.iter_batches(batch_size=batch_size, row_groups=unit.row_groups,
+                                             columns=columns, use_threads=False):
+                yield normalize_batch(batch, target)
         except (pa.ArrowInvalid, OSError) as e:
             raise PlanError(f"cannot read Parquet file {unit.path!r}: {e}") from e
 
@@ -183,7 +186,7 @@ class CsvSource(TableSource):
         try:
             reader = pacsv.open_csv(self.files[0], read_options=self._read,
                                     parse_options=self._parse)
-            self.schema = reader.schema
+            self.schema = normalize_schema(reader.schema)
             reader.close()
         except (pa.ArrowInvalid, OSError) as e:
             raise PlanError(f"cannot read CSV file {self.files[0]!r}: {e}") from e
@@ -216,7 +219,7 @@ class IpcSource(TableSource):
     def __init__(self, path):
         self.files = _expand(path, (".arrow", ".ipc", ".feather"))
         try:
-            self.schema = self._open(self.files[0]).schema
+            self.schema = normalize_schema(self._open(self.files[0]).schema)
         except (pa.ArrowInvalid, OSError) as e:
             raise PlanError(f"cannot read Arrow IPC file {self.files[0]!r}: {e}") from e
 
@@ -238,8 +241,9 @@ class IpcSource(TableSource):
             reader = self._open(unit.path)
             batches = (reader.get_batch(i) for i in range(reader.num_record_batches)) \
                 if isinstance(reader, pa.ipc.RecordBatchFileReader) else reader
+            target = pa.schema([self.schema.field(c) for c in columns])
             for batch in batches:
-                batch = batch.select(columns)
+                batch = normalize_batch(batch.select(columns), target)
                 for offset in range(0, batch.num_rows, batch_size):
                     yield batch.slice(offset, batch_size)
         except (pa.ArrowInvalid, OSError) as e:
@@ -267,16 +271,33 @@ def source_from_object(obj: Any) -> TableSource:
                     "pyarrow Table/RecordBatch/RecordBatchReader or a pandas/polars DataFrame")
 
 
+def normalize_type(t: pa.DataType) -> pa.DataType:
+    """The one type the engine's kernels use for each family (string for every string kind)."""
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_dictionary(t):
+        return normalize_type(t.value_type)
+    return t
+
+
+def normalize_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, normalize_type(f.type), f.nullable) for f in schema])
+
+
+def normalize_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with ``schema``'s (normalized) types; casts only columns that differ."""
+    if batch.schema.types == schema.types:
+        return batch
+    columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(batch.columns, schema)]
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
 def normalize_table(table: pa.Table) -> pa.Table:
     """Large/view string types are read as plain ones so kernels see one string type."""
-    fields = []
-    changed = False
-    for f in table.schema:
-        t = f.type
-        if pa.types.is_large_string(t) or pa.types.is_string_view(t):
-            t, changed = pa.string(), True
-        fields.append(pa.field(f.name, t, f.nullable))
-    return table.cast(pa.schema(fields)) if changed else table
+    schema = normalize_schema(table.schema)
+    return table.cast(schema) if schema.types != table.schema.types else table
 
 
 __all__ = ["TableSource", "MemorySource", "ParquetSource", "CsvSource", "IpcSource",

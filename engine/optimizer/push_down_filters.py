@@ -39,10 +39,35 @@ def _wrap(plan: lp.LogicalPlan, predicates: list[Expr]) -> lp.LogicalPlan:
     return lp.Filter(plan, predicate) if predicate is not None else plan
 
 
+def factor_disjunction(expr: Expr) -> list[Expr]:
+    """``(a AND b) OR (a AND c)`` -> ``[a, b OR c]``: conjuncts common to every branch of an
+    OR become separate conjuncts, so a join key hidden in each branch becomes an equi key."""
+    if not (isinstance(expr, Call) and expr.func == "or"):
+        return [expr]
+    branches = [split_conjunction(b) for b in _split_disjunction(expr)]
+    common = [c for c in branches[0] if all(c in b for b in branches[1:])]
+    if not common:
+        return [expr]
+    rests = [conjunction([c for c in b if c not in common]) for b in branches]
+    if any(r is None for r in rests):
+        return common  # one branch is exactly the common part: the OR is implied
+    disjunction = rests[0]
+    for r in rests[1:]:
+        disjunction = Call("or", (disjunction, r), _bool())
+    return common + [disjunction]
+
+
+def _split_disjunction(expr: Expr) -> list[Expr]:
+    if isinstance(expr, Call) and expr.func == "or":
+        return [p for arg in expr.args for p in _split_disjunction(arg)]
+    return [expr]
+
+
 def _push(plan: lp.LogicalPlan, predicates: list[Expr]) -> lp.LogicalPlan:
     """``plan`` filtered by ``predicates``, with filters pushed as deep as they can go."""
     if isinstance(plan, lp.Filter):
-        return _push(plan.input, predicates + split_conjunction(plan.predicate))
+        conjuncts = [f for c in split_conjunction(plan.predicate) for f in factor_disjunction(c)]
+        return _push(plan.input, predicates + conjuncts)
     if isinstance(plan, lp.Projection):
         mapping = {o.id: e for o, e in zip(plan.outputs, plan.exprs)}
         down, stay = [], []

@@ -52,6 +52,13 @@ class KeyIndex:
             codes, compress = self._combine(codes, c, len(uniq), build=True)
             self.compress.append(compress)
         codes = np.where(valid, codes, -1) if codes is not None else np.empty(0, np.int64)
+        self.dense: np.ndarray | None = None
+        if len(keys) > 1 and len(codes):
+            # combined codes are sparse in a product space: renumber the ones that occur
+            self.dense, inverse = np.unique(codes[codes >= 0], return_inverse=True)
+            dense_codes = np.full(len(codes), -1, dtype=np.int64)
+            dense_codes[codes >= 0] = inverse
+            codes = dense_codes
         self.has_null_key = not bool(valid.all())
         self.num_rows = len(codes)
         groups = int(codes.max()) + 1 if len(codes) and codes.max() >= 0 else 0
@@ -92,6 +99,14 @@ class KeyIndex:
                     pos = np.minimum(pos, len(compress) - 1)
                     found &= compress[pos] == codes
                     codes = pos
+        if codes is None:
+            return np.full(n, -1, dtype=np.int64), null_key
+        if self.dense is not None:
+            pos = np.minimum(np.searchsorted(self.dense, codes), len(self.dense) - 1)
+            found &= self.dense[pos] == codes
+            codes = pos
+        elif len(keys) > 1:  # empty build side
+            found[:] = False
         return np.where(found, codes, -1), null_key
 
 

@@ -130,6 +130,8 @@ def expand_matches(probe_codes: np.ndarray, group_starts: np.ndarray, group_coun
         (array([0, 0, 2]), array([6, 7, 5]))
     """
     hit = probe_codes >= 0
+    if len(group_counts) == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     counts = np.where(hit, group_counts[np.where(hit, probe_codes, 0)], 0)
     total = int(counts.sum())
     probe_idx = np.repeat(np.arange(len(probe_codes)), counts)
