@@ -312,6 +312,7 @@ class Binder:
                 items.append((name, bound, source))
         aliases = {name.lower(): bound for name, bound, source in items
                    if isinstance(source, exp.Alias)}
+        collector.aliases = aliases
 
         group = select.args.get("group")
         group_exprs: list[Expr] = []
@@ -622,6 +623,9 @@ class Binder:
             if isinstance(node.this, exp.Star):
                 raise PlanError(f"{node.sql()} is only allowed in the SELECT list")
             column = scope.resolve(node.name, node.table or None, node)
+            aliases = getattr(collector, "aliases", None)
+            if column is None and not node.table and aliases and node.name.lower() in aliases:
+                return aliases[node.name.lower()]  # HAVING / QUALIFY may name SELECT aliases
             if column is None:
                 qualified = f"{node.table}.{node.name}" if node.table else node.name
                 raise PlanError(f"column {qualified!r} does not exist."
@@ -722,6 +726,7 @@ class _Collector:
         self.aggregate_columns: list[Column] = []
         self.windows: list[WindowCall] = []
         self.window_columns: list[Column] = []
+        self.aliases: dict[str, Expr] = {}
 
     def bind(self, node: exp.Expression) -> Expr:
         return self.binder.bind_expr(node, self.scope, self)
