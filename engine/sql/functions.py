@@ -30,7 +30,7 @@ _BINARY = {
     exp.EQ: "eq", exp.NEQ: "neq", exp.LT: "lt", exp.LTE: "lte", exp.GT: "gt", exp.GTE: "gte",
     exp.And: "and", exp.Or: "or", exp.NullSafeEQ: "is_not_distinct_from",
     exp.NullSafeNEQ: "is_distinct_from", exp.Like: "like", exp.ILike: "ilike",
-    exp.SimilarTo: "similar_to", exp.Glob: "glob", exp.RegexpLike: "regexp_matches",
+    exp.SimilarTo: "similar_to", exp.Glob: "glob",
 }
 
 # sqlglot node class -> (DuckDB function name, argument keys in call order)
@@ -191,10 +191,10 @@ def bind_scalar_node(node: exp.Expression, bind: Bind, options: Mapping[str, Any
         if scale is not None and str(scale.this) != "3":
             raise NotSupportedError(f"to_timestamp with scale {scale.this} is not supported")
         return function(name, args[:1])
+    if isinstance(node, exp.ConcatWs):  # before Concat: ConcatWs subclasses it
+        return function("concat_ws", list(node.expressions))
     if isinstance(node, exp.Concat):
         return function("concat", list(node.expressions))
-    if isinstance(node, exp.ConcatWs):
-        return function("concat_ws", list(node.expressions))
     if isinstance(node, exp.RegexpLike):
         args = [node.this, node.expression] + ([node.args["flag"]] if node.args.get("flag")
                                                else [])

@@ -65,6 +65,27 @@ BASICS = [
     "ts - ts", "ts - dt", "dt + INTERVAL '1 year 2 months'", "INTERVAL 1 DAY + INTERVAL 1 MONTH",
 ]
 
+STRINGS = [
+    "length(s)", "char_length(s)", "strlen(s)", "lower(s)", "upper(s)", "reverse(s)",
+    "trim(s)", "ltrim(s)", "rtrim(s)", "trim(s, 'xz,')", "ltrim(s, t)", "substring(s, 2, 3)",
+    "substring(s, 0, 2)", "substring(s, -3, 2)", "substring(s, -3)", "substring(s, 2)",
+    "substring(s, 3, -1)", "substring(s, i, 2)", "substr(s, k)", "substring(s, -20, 3)",
+    "left(s, 2)", "left(s, -2)", "right(s, 3)", "right(s, -2)", "left(s, k)",
+    "lpad(s, 8, '*')", "lpad(s, 3, 'xy')", "rpad(s, 12, 'ab')", "rpad(t, k, '.')",
+    "repeat(t, 3)", "repeat(s, k)", "replace(s, 'l', 'L')", "replace(s, t, '#')",
+    "starts_with(s, 'he')", "prefix(s, t)", "ends_with(s, 'ld')", "suffix(s, t)",
+    "contains(s, 'll')", "contains(s, t)", "strpos(s, 'l')", "instr(s, 'ß')", "strpos(s, t)",
+    "position('o' IN s)", "split_part(s, ',', 2)", "split_part(s, ',', -1)",
+    "split_part(s, ' ', 1)", "split_part(s, ',', 0)", "split_part(s, t, 1)",
+    "split_part(s, '', 2)", "regexp_matches(s, 'l+')", "regexp_matches(s, '^h')",
+    "regexp_matches(s, 'WORLD', 'i')", "regexp_replace(s, 'l', 'L')",
+    "regexp_replace(s, 'l', 'L', 'g')", "regexp_replace(s, '(l+)', '<\\1>')",
+    "regexp_extract(s, '[a-z]+')", "regexp_extract(s, '([a-z])([a-z]+)', 2)",
+    "concat(s, '-', t)", "concat(s, i, NULL)", "concat_ws(',', s, t)",
+    "concat_ws(',', s, NULL, i)", "concat_ws(t, 'a', 'b')", "ascii(s)", "chr(k + 64)",
+    "translate(s, 'lo', 'LO')", "upper(s) || lower(t)", "length(s || t)",
+    "ucase(t)", "lcase(s)",
+]
 
 def _check(con, sql: str, options: dict | None = None) -> None:
     try:
@@ -89,6 +110,11 @@ def _check(con, sql: str, options: dict | None = None) -> None:
 
 @pytest.mark.parametrize("sql", BASICS)
 def test_basics(con, sql):
+    _check(con, sql)
+
+
+@pytest.mark.parametrize("sql", STRINGS)
+def test_strings(con, sql):
     _check(con, sql)
 
 
