@@ -202,6 +202,11 @@ def arithmetic_kernel(args: list[Value], call_: Call) -> Value:
         return _interval_add(a, b, -1 if op == "subtract" else 1)
     fn = {"add": pc.add_checked, "subtract": pc.subtract_checked,
           "multiply": pc.multiply_checked}[op]
+    if op == "multiply" and T.is_decimal(a.type) and T.is_decimal(b.type) and \
+            a.type.precision + b.type.precision + 1 > 38:
+        # Arrow's decimal128 product would need more than 38 digits of precision: multiply
+        # in decimal256 and narrow to the (capped) result type, failing only on real overflow
+        a, b = (pc.cast(x, pa.decimal256(x.type.precision, x.type.scale)) for x in (a, b))
     if T.is_duration(a.type) and op == "multiply":
         return pc.cast(_checked(op, fn, pc.cast(a, pa.int64()), b, call_=call_), a.type)
     return _to_result(_checked(op, fn, a, b, call_=call_), call_, op)
