@@ -1,0 +1,227 @@
+"""The ``%%query`` cell magic and ``%query`` line magic: a thin layer over ``Session.sql``.
+
+The magic only parses options, finds notebook variables the SQL names, applies per-cell
+options, runs the query (under the live monitor unless ``--no-monitor``) and turns user
+errors into a short message. Everything else is the library's job.
+
+    %%query -o top --pandas --partitions 4
+    SELECT k, sum(v) AS s FROM df GROUP BY k ORDER BY s DESC LIMIT 10
+
+    x = %query SELECT 1 AS one
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+from typing import Any
+
+import pyarrow as pa
+import sqlglot
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from sqlglot import exp
+
+from plansight.errors import Cancelled, InternalError, PlansightError
+from plansight.magic.extension import get_session
+from plansight.magic.result import QueryResult
+
+# Options that consume the next token; used to find where the SQL of a line magic starts.
+_VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size"}
+
+_RED, _RESET = "\x1b[31m", "\x1b[0m"
+
+
+@magics_class
+class PlansightMagics(Magics):
+    """``%%query`` / ``%query``: run SQL on the kernel's plansight Session."""
+
+    @no_var_expand
+    @magic_arguments()
+    @argument("-o", "--out", metavar="NAME",
+              help="store the result in the notebook variable NAME (an Arrow table unless "
+                   "--pandas or --polars)")
+    @argument("--pandas", action="store_true",
+              help="return (and store) the result as a pandas DataFrame")
+    @argument("--polars", action="store_true",
+              help="return (and store) the result as a polars DataFrame")
+    @argument("--explain", action="store_true",
+              help="print the physical plan without running the query")
+    @argument("--analyze", action="store_true",
+              help="run the query and print EXPLAIN ANALYZE (per-operator metrics)")
+    @argument("--no-monitor", action="store_true",
+              help="do not show the live plan monitor")
+    @argument("--partitions", type=int, metavar="N",
+              help="target partitions for this cell only")
+    @argument("--memory-limit", metavar="SIZE",
+              help="memory limit for this cell only, e.g. 512MB")
+    @argument("--batch-size", type=int, metavar="N",
+              help="batch size (rows) for this cell only")
+    @line_cell_magic
+    def query(self, line: str, cell: str | None = None):
+        """Run SQL on plansight's engine; notebook DataFrames and Arrow tables are tables.
+
+        Options come first on the magic line; the SQL follows them (line magic) or fills
+        the cell (cell magic). Returns the result, or None after an error or ``--explain``.
+        """
+        options_text, sql = split_options(line)
+        if cell is not None:
+            sql = f"{sql}\n{cell}" if sql.strip() else cell
+        try:
+            args = parse_argstring(self.query, options_text)
+        except Exception as error:  # argparse's UsageError: show it like a user error
+            _print_error(str(error))
+            return None
+        if not sql.strip():
+            _print_error("no SQL given: write it after the options or in the cell body")
+            return None
+        try:
+            return self._run(args, sql)
+        except InternalError:
+            raise  # a bug: keep the traceback
+        except Cancelled:
+            print("query cancelled", file=sys.stderr)
+            return None
+        except PlansightError as error:
+            _print_error(str(error))
+            return None
+
+    # -- helpers --------------------------------------------------------------
+    def _run(self, args, sql: str):
+        session = get_session()
+        catalog = namespace_tables(sql, session.tables(), self.shell.user_ns)
+        overrides = {}
+        if args.partitions is not None:
+            overrides["target_partitions"] = args.partitions
+        if args.memory_limit is not None:
+            overrides["memory_limit"] = args.memory_limit
+        if args.batch_size is not None:
+            overrides["batch_size"] = args.batch_size
+        with cell_options(session, overrides):
+            query = session.sql(sql, catalog=catalog)
+        if args.explain:
+            print(query.explain())
+            return None
+        if query.physical is None:  # only SET statements
+            return None
+        run = self._execute(query, monitor=not args.no_monitor)
+        if getattr(query, "_explain", None) is not None:  # EXPLAIN [ANALYZE] written in SQL
+            print(run.result.column(0)[0].as_py())
+            return None
+        if args.analyze:
+            print(run.explain_analyze())
+        result = run.result
+        value: Any = QueryResult(result, run.elapsed)
+        if args.pandas:
+            value = result.to_pandas()
+        elif args.polars:
+            import polars as pl
+
+            value = pl.from_arrow(result)
+        if args.out:
+            self.shell.user_ns[args.out] = value if (args.pandas or args.polars) else result
+        return value
+
+    @staticmethod
+    def _execute(query, monitor: bool):
+        if monitor:
+            from plansight.widgets.plan_view import QueryMonitor
+
+            return QueryMonitor(query).run()
+        try:
+            return query.execute()
+        except KeyboardInterrupt:
+            query.cancel()
+            raise Cancelled("query cancelled") from None
+
+
+def split_options(line: str) -> tuple[str, str]:
+    """Split a magic line into its leading options and the SQL after them.
+
+    Example:
+        >>> split_options("-o x --partitions 2 SELECT '-a' AS y")
+        ('-o x --partitions 2', "SELECT '-a' AS y")
+        >>> split_options("--explain")
+        ('--explain', '')
+    """
+    position, expect_value = 0, False
+    for match in re.finditer(r"\S+", line):
+        token = match.group()
+        if expect_value:
+            expect_value, position = False, match.end()
+            continue
+        if not token.startswith("-") or token in ("-", "--"):
+            break
+        name = token.split("=", 1)[0]
+        expect_value = name in _VALUE_OPTIONS and "=" not in token
+        position = match.end()
+    return line[:position].strip(), line[position:].strip()
+
+
+def referenced_tables(sql: str) -> set[str]:
+    """Unqualified table names the SQL reads, CTE names excluded; empty if it does not parse.
+
+    Example:
+        >>> sorted(referenced_tables("WITH c AS (SELECT * FROM a) SELECT * FROM c JOIN b USING (k)"))
+        ['a', 'b']
+    """
+    try:
+        statements = sqlglot.parse(sql, read="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return set()  # the engine's parser reports the error with a caret
+    names: set[str] = set()
+    ctes: set[str] = set()
+    for statement in statements:
+        if statement is None:
+            continue
+        ctes.update(cte.alias_or_name for cte in statement.find_all(exp.CTE))
+        for table in statement.find_all(exp.Table):
+            if table.name and not table.args.get("db") and isinstance(table.this, exp.Identifier):
+                names.add(table.name)
+    return names - ctes
+
+
+def namespace_tables(sql: str, registered: list[str], user_ns: dict) -> dict[str, Any]:
+    """Notebook variables holding tables that the SQL names and the session does not know."""
+    known = {name.lower() for name in registered}
+    found: dict[str, Any] = {}
+    for name in referenced_tables(sql):
+        if name.lower() in known:
+            continue
+        obj = user_ns.get(name)
+        if not is_tabular(obj):
+            matches = [key for key in user_ns if key.lower() == name.lower()
+                       and is_tabular(user_ns[key])]
+            obj = user_ns[matches[0]] if len(matches) == 1 else None
+        if obj is not None:
+            found[name] = obj
+    return found
+
+
+def is_tabular(obj: Any) -> bool:
+    """An Arrow table/batch/reader or a pandas/polars DataFrame (without importing either)."""
+    if isinstance(obj, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
+        return True
+    module = type(obj).__module__.split(".")[0]
+    return module in ("pandas", "polars") and type(obj).__name__ == "DataFrame"
+
+
+@contextlib.contextmanager
+def cell_options(session, overrides: dict[str, Any]):
+    """Apply session options for one cell; restore exactly the ones changed afterwards.
+
+    Only the overridden options are restored, so a ``SET`` in the cell still persists.
+    """
+    saved = {name: session.get_option(name) for name in overrides}
+    try:
+        for name, value in overrides.items():
+            session.set_option(name, value)
+        yield session
+    finally:
+        for name, value in saved.items():
+            session.set_option(name, value)
+
+
+def _print_error(message: str) -> None:
+    print(f"{_RED}{message}{_RESET}", file=sys.stderr)
