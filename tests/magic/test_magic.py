@@ -1,0 +1,192 @@
+"""The %%query / %query magics through a real IPython shell."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+from IPython import get_ipython
+from IPython.testing.globalipapp import start_ipython
+
+import plansight as ps
+from plansight.errors import InternalError
+from plansight.magic import QueryResult, get_session, set_session
+
+
+@pytest.fixture
+def ip():
+    start_ipython()  # once per process; later calls return None
+    shell = get_ipython()
+    if "query" not in shell.magics_manager.magics["cell"]:
+        shell.run_line_magic("load_ext", "plansight")
+    set_session(ps.Session(target_partitions=2))
+    yield shell
+    for name in ("df", "pdf", "plf", "arrow_t", "out"):
+        shell.user_ns.pop(name, None)
+
+
+def query(ip, line, cell=None):
+    if cell is None:
+        return ip.run_line_magic("query", line)
+    return ip.run_cell_magic("query", line, cell)
+
+
+def test_cell_returns_result(ip):
+    result = query(ip, "--no-monitor", "SELECT 1 AS one, 'a' AS s")
+    assert isinstance(result, QueryResult)
+    assert result.table.to_pylist() == [{"one": 1, "s": "a"}]
+    assert result.to_pandas().shape == (1, 2)
+
+
+def test_line_magic_returns_result(ip):
+    assert query(ip, "--no-monitor SELECT 40 + 2 AS x").table.to_pylist() == [{"x": 42}]
+
+
+def test_out_stores_arrow_pandas_polars(ip):
+    query(ip, "-o out --no-monitor", "SELECT 1 AS x")
+    assert isinstance(ip.user_ns["out"], pa.Table)
+    assert isinstance(query(ip, "-o out --pandas --no-monitor", "SELECT 1 AS x"), pd.DataFrame)
+    assert isinstance(ip.user_ns["out"], pd.DataFrame)
+    query(ip, "--out=out --polars --no-monitor", "SELECT 1 AS x")
+    assert isinstance(ip.user_ns["out"], pl.DataFrame)
+
+
+def test_namespace_dataframes_are_tables(ip):
+    ip.user_ns["pdf"] = pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]})
+    ip.user_ns["plf"] = pl.DataFrame({"k": ["a", "b"], "w": [10, 20]})
+    ip.user_ns["arrow_t"] = pa.table({"k": ["a"], "z": [True]})
+    result = query(ip, "--no-monitor", """
+        WITH sums AS (SELECT k, sum(v) AS s FROM pdf GROUP BY k)
+        SELECT sums.k, s, w, z FROM sums JOIN plf ON sums.k = plf.k
+        LEFT JOIN arrow_t ON sums.k = arrow_t.k ORDER BY sums.k""")
+    assert result.table.to_pylist() == [{"k": "a", "s": 4, "w": 10, "z": True},
+                                        {"k": "b", "s": 2, "w": 20, "z": None}]
+    assert "pdf" not in get_session().tables()  # visible to the query only
+
+
+def test_registered_table_wins_over_namespace(ip):
+    get_session().register("df", pa.table({"x": [1]}))
+    ip.user_ns["df"] = pd.DataFrame({"x": [1, 2, 3]})
+    assert query(ip, "--no-monitor SELECT count(*) AS n FROM df").table.to_pylist() == [{"n": 1}]
+
+
+def test_cell_options_apply_to_one_cell(ip, monkeypatch):
+    session = get_session()
+    before = (session.get_option("target_partitions"), session.get_option("memory_limit"),
+              session.get_option("batch_size"))
+    seen = []
+    original = ps.Session.sql
+
+    def spy(self, text, catalog=None):
+        q = original(self, text, catalog)
+        seen.append(q.config)
+        return q
+
+    monkeypatch.setattr(ps.Session, "sql", spy)
+    query(ip, "--partitions 3 --memory-limit 512MB --batch-size 7 --no-monitor", "SELECT 1")
+    config = seen[-1]
+    assert (config.target_partitions, config.memory_limit, config.batch_size) == \
+        (3, 512_000_000, 7)  # MB is decimal, as in DuckDB
+    assert (session.get_option("target_partitions"), session.get_option("memory_limit"),
+            session.get_option("batch_size")) == before
+
+
+def test_batch_size_changes_execution(ip, capsys):
+    ip.user_ns["arrow_t"] = pa.table({"x": list(range(100))})
+    query(ip, "--analyze --batch-size 10 --no-monitor", "SELECT x FROM arrow_t")
+    assert "output_batches=10" in capsys.readouterr().out
+
+
+def test_explain_prints_plan_without_running(ip, capsys):
+    assert query(ip, "--explain", "SELECT 1 AS x") is None
+    assert "Exec" in capsys.readouterr().out
+
+
+def test_syntax_error_prints_caret_without_traceback(ip, capsys):
+    assert query(ip, "", "SELECT 1 +* FROM") is None
+    err = capsys.readouterr().err
+    assert "^" in err and "Traceback" not in err
+    assert query(ip, "--no-monitor SELECT 2 AS x").table.to_pylist() == [{"x": 2}]
+
+
+def test_plan_error_is_short(ip, capsys):
+    ip.user_ns["arrow_t"] = pa.table({"x": [1]})
+    assert query(ip, "--no-monitor SELECT y FROM arrow_t") is None
+    err = capsys.readouterr().err
+    assert "'y'" in err and "Traceback" not in err
+
+
+def test_bad_option_value_is_short(ip, capsys):
+    assert query(ip, "--memory-limit lots --no-monitor SELECT 1") is None
+    assert "Traceback" not in capsys.readouterr().err
+    assert query(ip, "--no-monitor SELECT 1 AS x").num_rows == 1
+
+
+def test_internal_error_keeps_traceback(ip, monkeypatch):
+    def broken(self, text, catalog=None):
+        raise InternalError("boom")
+
+    monkeypatch.setattr(ps.Session, "sql", broken)
+    with pytest.raises(InternalError):
+        query(ip, "--no-monitor SELECT 1")
+
+
+def test_keyboard_interrupt_cancels(ip, monkeypatch, capsys):
+    cancelled = []
+
+    def interrupted(self, observer=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ps.Query, "execute", interrupted)
+    monkeypatch.setattr(ps.Query, "cancel", lambda self: cancelled.append(True))
+    assert query(ip, "--no-monitor SELECT 1") is None
+    assert "query cancelled" in capsys.readouterr().err and cancelled
+
+
+def test_monitor_falls_back_to_text_summary(ip, capsys):
+    result = query(ip, "", "SELECT 1 AS x")
+    assert result.table.to_pylist() == [{"x": 1}]
+    out = capsys.readouterr().out
+    assert "finished" in out and "ProjectionExec" in out
+
+
+def test_help_lists_options(ip):
+    doc = PlansightMagicsDoc()
+    for option in ("--out", "--pandas", "--polars", "--explain", "--analyze", "--no-monitor",
+                   "--partitions", "--memory-limit", "--batch-size"):
+        assert option in doc
+
+
+def PlansightMagicsDoc():
+    from plansight.magic.magic import PlansightMagics
+
+    return PlansightMagics.query.__doc__
+
+
+def test_result_rendering_is_bounded_and_escaped():
+    table = pa.table({"x": list(range(1000)), "s": ["<i>"] * 1000})
+    result = QueryResult(table)
+    html = result._repr_html_()
+    assert html.count("<tr>") <= 41 and "&lt;i&gt;" in html and "<i>" not in html
+    assert "1,000 rows" in html and "999" in html and "int64" in html
+    text = repr(result)
+    assert len(text.splitlines()) < 30 and "..." in text
+
+
+def test_unload(ip):
+    ip.run_line_magic("unload_ext", "plansight")
+    assert "query" not in ip.magics_manager.magics["cell"]
+    ip.run_line_magic("load_ext", "plansight")
+    assert "query" in ip.magics_manager.magics["cell"]
+
+
+@pytest.mark.parametrize("name", ["plansight.magic.magic", "plansight.magic.result",
+                                  "plansight.magic.extension"])
+def test_doctests(name):
+    result = doctest.testmod(importlib.import_module(name),
+                             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
