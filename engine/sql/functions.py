@@ -15,7 +15,7 @@ import pyarrow as pa
 import sqlglot.expressions as exp
 
 from plansight.engine.functions.scalar import (
-    cast_expr, number_literal, resolve_function, resolve_operator)
+    BINDERS, cast_expr, number_literal, resolve_function, resolve_operator)
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.conditional import bind_case
 from plansight.engine.functions.scalar.temporal import interval_literal, parse_interval_text
@@ -210,7 +210,10 @@ def bind_scalar_node(node: exp.Expression, bind: Bind, options: Mapping[str, Any
         args = [node.args[k] for k in keys if node.args.get(k) is not None]
         return function(name, args)
     if isinstance(node, exp.Func):
-        return function(node.sql_name().lower(), _generic_args(node))
+        name = node.sql_name().lower()
+        if name not in BINDERS and name.replace("_", "") in BINDERS:
+            name = name.replace("_", "")  # sqlglot's WEEK_OF_YEAR is DuckDB's weekofyear
+        return function(name, _generic_args(node))
     if isinstance(node, (exp.Subquery, exp.Exists, exp.Select)):
         raise NotSupportedError("subqueries must be bound by the query binder")
     if isinstance(node, exp.Array):

@@ -31,15 +31,20 @@ from plansight.engine.functions.scalar.vector import Value
 from plansight.engine.logical.expr import Call
 from plansight.errors import ExecutionError, InternalError, PlansightError
 
+# kernels that accept the batch length (argument-less functions with a value per row)
+ROW_COUNT_KERNELS = frozenset({"random"})
+
 __all__ = [
     "evaluate_call", "evaluate_cast", "cast_expr", "can_cast", "common_supertype",
     "resolve_function", "resolve_operator", "number_literal", "type_name", "function_names",
 ]
 
 
-def evaluate_call(call: Call, args: list[Value]) -> Value:
+def evaluate_call(call: Call, args: list[Value], num_rows: int | None = None) -> Value:
     """Evaluate one ``Call`` on its already-evaluated arguments.
 
+    ``num_rows`` (optional) is the batch length: argument-less volatile functions
+    (``random()``) then return one value per row instead of a scalar.
     Raises ExecutionError for data errors (overflow, division by zero, bad conversion).
     """
     fn = KERNELS.get(call.func)
@@ -47,7 +52,10 @@ def evaluate_call(call: Call, args: list[Value]) -> Value:
         raise InternalError(f"no kernel for scalar function '{call.func}'")
     args = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in args]
     try:
-        result = fn(args, call)
+        if call.func in ROW_COUNT_KERNELS:
+            result = fn(args, call, num_rows=num_rows)
+        else:
+            result = fn(args, call)
     except PlansightError:
         raise
     except (pa.ArrowInvalid, OverflowError, ValueError) as e:

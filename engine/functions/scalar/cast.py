@@ -455,6 +455,6 @@ def _duration_to_interval(value: Value) -> Value:
     from plansight.engine.functions.scalar.temporal import make_intervals
     mask = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
     nanos = np.where(mask, nanos, 0)
-    days = nanos // 86_400_000_000_000
+    days = np.sign(nanos) * (np.abs(nanos) // 86_400_000_000_000)  # DuckDB truncates
     out = make_intervals(np.zeros_like(days), days, nanos - days * 86_400_000_000_000, mask)
     return out[0] if scalar else out

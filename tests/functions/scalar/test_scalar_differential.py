@@ -86,6 +86,42 @@ STRINGS = [
     "translate(s, 'lo', 'LO')", "upper(s) || lower(t)", "length(s || t)",
     "ucase(t)", "lcase(s)",
 ]
+MATH = [
+    "abs(i)", "abs(d)", "abs(f)", "abs(k)", "round(d)", "round(d, 1)", "round(d, -1)",
+    "round(d, 5)", "round(f)", "round(f, 1)", "round(f, -1)", "round(i, -1)", "round(2.567, 2)",
+    "round(f, k)", "floor(d)", "floor(f)", "floor(i)", "ceil(d)", "ceiling(f)", "trunc(d)",
+    "trunc(f)", "sqrt(f)", "sqrt(i)", "sqrt(d)", "cbrt(f)", "power(i, 2)", "pow(f, 0.5)",
+    "f ** 2", "exp(k)", "ln(f)", "ln(i)", "log10(i)", "log2(j)", "log(f)", "log(2, j)",
+    "sign(i)", "sign(f)", "sign(d)", "mod(i, 3)", "mod(d, 2)", "pi() * 2", "degrees(f)",
+    "radians(i)", "sin(f)", "cos(i)", "tan(d)", "atan2(f, i)", "isnan(f)", "isinf(f / 0)",
+    "isfinite(f)", "gcd(i, j)", "lcm(k, j)", "greatest(i, j, 0)", "least(i, j)",
+    "greatest(d, 2.5)", "least(s, t)", "greatest(dt, dt2)", "random() < 1.0",
+]
+
+TEMPORAL = [
+    "year(dt)", "month(dt)", "day(dt)", "quarter(dt)", "dayofweek(dt)", "isodow(dt)",
+    "dayofyear(dt)", "week(dt)", "yearweek(dt)", "year(ts)", "hour(ts)", "minute(ts)",
+    "second(ts)", "millisecond(ts)", "microsecond(ts)", "extract(year FROM dt)",
+    "extract(dow FROM ts)", "extract(epoch FROM ts)", "extract(epoch FROM dt)",
+    "extract(doy FROM dt)", "extract(decade FROM dt)", "extract(century FROM dt)",
+    "extract(isoyear FROM dt)", "extract(hour FROM dt)", "date_part('month', ts)",
+    "date_part('quarter', dt)", "datepart('day', dt)", "epoch(ts)", "epoch(dt)",
+    "epoch_ms(ts)", "date_trunc('month', dt)", "date_trunc('year', ts)",
+    "date_trunc('quarter', dt)", "date_trunc('week', dt)", "date_trunc('day', ts)",
+    "date_trunc('hour', ts)", "date_trunc('minute', ts)", "date_trunc('decade', dt)",
+    "date_trunc('century', dt)", "date_diff('day', dt, dt2)", "date_diff('month', dt, dt2)",
+    "date_diff('year', dt, dt2)", "date_diff('quarter', dt, dt2)", "date_diff('week', dt, dt2)",
+    "datediff('day', dt2, dt)", "date_diff('hour', ts, dt)", "date_diff('minute', dt, ts)",
+    "date_diff('second', ts, ts + INTERVAL 90 SECOND)", "date_add(dt, INTERVAL 1 MONTH)",
+    "make_date(1995, k, 1)", "make_date(2000, 2, 29)", "last_day(dt)", "last_day(ts)",
+    "dayname(dt)", "monthname(ts)", "strftime(dt, '%Y/%m/%d')",
+    "strftime(ts, '%Y-%m-%d %H:%M:%S')", "strftime(ts, '%d.%m.%Y %H:%M:%S.%f')",
+    "strptime('1995-01-31 10:11:12', '%Y-%m-%d %H:%M:%S')", "to_timestamp(i)",
+    "epoch_ms(j * 86400000)", "to_days(k)", "dt + to_days(k)", "dt - INTERVAL (k) MONTH",
+    "extract(month FROM INTERVAL 14 MONTH)", "extract(epoch FROM INTERVAL '1 day 2 hours')",
+    "CAST(ts - dt AS VARCHAR)", "current_date > DATE '2020-01-01'", "typeof(dt)",
+    "typeof(d * e)", "typeof(ts - ts)",
+]
 
 def _check(con, sql: str, options: dict | None = None) -> None:
     try:
@@ -115,6 +151,16 @@ def test_basics(con, sql):
 
 @pytest.mark.parametrize("sql", STRINGS)
 def test_strings(con, sql):
+    _check(con, sql)
+
+
+@pytest.mark.parametrize("sql", MATH)
+def test_math(con, sql):
+    _check(con, sql)
+
+
+@pytest.mark.parametrize("sql", TEMPORAL)
+def test_temporal(con, sql):
     _check(con, sql)
 
 
