@@ -866,6 +866,8 @@ class _Collector:
             name = _WINDOW_NODES.get(type(func_node))
             if name is None and isinstance(func_node, exp.Anonymous):
                 name = func_node.name.lower()
+            if name is None and hasattr(func_node, "sql_name"):
+                name = func_node.sql_name().lower()  # DENSE_RANK, CUME_DIST, ...
             if name is None:
                 name = type(func_node).__name__.lower()
             if name not in _WINDOW_NAMES:
