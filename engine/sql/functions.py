@@ -82,7 +82,7 @@ def bind_scalar_node(node: exp.Expression, bind: Bind, options: Mapping[str, Any
         >>> node = sqlglot.parse_one("SELECT 1 + 2.5", read="duckdb").expressions[0]
         >>> e = bind_scalar_node(node, lambda n: bind_scalar_node(n, None, {}), {})
         >>> str(e), e.type
-        ('CAST(1 AS decimal128(10, 0)) + 2.5', Decimal128Type(decimal128(12, 1)))
+        ('1 + 2.5', Decimal128Type(decimal128(12, 1)))
     """
     def child(n: exp.Expression) -> Expr:
         return bind(n) if bind is not None else bind_scalar_node(n, bind, options)
@@ -203,6 +203,8 @@ def bind_scalar_node(node: exp.Expression, bind: Bind, options: Mapping[str, Any
         return function("chr", list(node.expressions))
     if isinstance(node, exp.Initcap):
         return function("initcap", [node.this])
+    if isinstance(node, exp.Array):
+        raise NotSupportedError("list values ([...]) are not supported yet")
     if isinstance(node, exp.Anonymous):
         return function(str(node.this), list(node.expressions))
     if type(node) in _FUNCTIONS:
@@ -216,8 +218,6 @@ def bind_scalar_node(node: exp.Expression, bind: Bind, options: Mapping[str, Any
         return function(name, _generic_args(node))
     if isinstance(node, (exp.Subquery, exp.Exists, exp.Select)):
         raise NotSupportedError("subqueries must be bound by the query binder")
-    if isinstance(node, exp.Array):
-        raise NotSupportedError("list values ([...]) are not supported yet")
     raise NotSupportedError(f"expression '{node.sql(dialect='duckdb')}' "
                             f"({type(node).__name__}) is not supported yet")
 
