@@ -19,24 +19,46 @@ Example:
 from __future__ import annotations
 
 import pyarrow as pa
-
 from plansight.engine.functions.scalar import (  # noqa: F401  (modules register functions)
-    arithmetic, comparison, conditional, math, misc, strings, temporal)
+    arithmetic,
+    comparison,
+    conditional,
+    math,
+    misc,
+    strings,
+    temporal,
+)
 from plansight.engine.functions.scalar.cast import can_cast, cast_expr, evaluate_cast
 from plansight.engine.functions.scalar.registry import (
-    BINDERS, KERNELS, OPERATORS, resolve_function, resolve_operator)
-from plansight.engine.functions.scalar.types import (
-    common_supertype, number_literal, type_name)
+    BINDERS,
+    KERNELS,
+    OPERATORS,
+    resolve_function,
+    resolve_operator,
+)
+from plansight.engine.functions.scalar.types import common_supertype, number_literal, type_name
 from plansight.engine.functions.scalar.vector import Value
 from plansight.engine.logical.expr import Call
+
 from plansight.errors import ExecutionError, InternalError, PlansightError
 
 # kernels that accept the batch length (argument-less functions with a value per row)
 ROW_COUNT_KERNELS = frozenset({"random"})
 
 __all__ = [
-    "evaluate_call", "evaluate_cast", "cast_expr", "can_cast", "common_supertype",
-    "resolve_function", "resolve_operator", "number_literal", "type_name", "function_names",
+    "BINDERS",
+    "KERNELS",
+    "OPERATORS",
+    "can_cast",
+    "cast_expr",
+    "common_supertype",
+    "evaluate_call",
+    "evaluate_cast",
+    "function_names",
+    "number_literal",
+    "resolve_function",
+    "resolve_operator",
+    "type_name",
 ]
 
 

@@ -19,15 +19,20 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from plansight.engine.functions.scalar import calendar as C
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import cast_expr
-from plansight.engine.functions.scalar.registry import (
-    call, kernel, operator, operator_error)
+from plansight.engine.functions.scalar.registry import call, kernel, operator, operator_error
 from plansight.engine.functions.scalar.vector import (
-    Value, broadcast, finish, from_numpy, is_scalar, to_numpy)
+    Value,
+    broadcast,
+    finish,
+    from_numpy,
+    is_scalar,
+    to_numpy,
+)
 from plansight.engine.logical.expr import Call, Expr, Literal
+
 from plansight.errors import ExecutionError
 
 SYMBOLS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/",
@@ -57,9 +62,9 @@ def _numeric_args(op: str, a: Expr, b: Expr) -> tuple[list[Expr], pa.DataType]:
             Literal(None, a.type) if T.is_null_literal(b) else b)
     if not (T.is_numeric(a.type) and T.is_numeric(b.type)):
         raise operator_error(SYMBOLS[op], [a, b])
-    if T.is_decimal(a.type) or T.is_decimal(b.type):
-        if not (T.is_float(a.type) or T.is_float(b.type)):
-            return [cast_expr(x, T.as_decimal(x.type)) for x in (a, b)], None
+    decimal = T.is_decimal(a.type) or T.is_decimal(b.type)
+    if decimal and not (T.is_float(a.type) or T.is_float(b.type)):
+        return [cast_expr(x, T.as_decimal(x.type)) for x in (a, b)], None
     args, target = T.unify([a, b], f"operator '{SYMBOLS[op]}'", cast=cast_expr)
     return args, target
 

@@ -15,15 +15,27 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from plansight.engine.functions.scalar import calendar as C
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import cast_expr
 from plansight.engine.functions.scalar.registry import (
-    binder, call, coerce, kernel, operator, operator_error)
+    binder,
+    call,
+    coerce,
+    kernel,
+    operator,
+    operator_error,
+)
 from plansight.engine.functions.scalar.vector import (
-    Value, broadcast, finish, from_numpy, is_scalar, scalar_value)
+    Value,
+    broadcast,
+    finish,
+    from_numpy,
+    is_scalar,
+    scalar_value,
+)
 from plansight.engine.logical.expr import Call, Expr, Literal
+
 from plansight.errors import PlanError
 
 SYMBOLS = {"eq": "=", "neq": "<>", "lt": "<", "lte": "<=", "gt": ">", "gte": ">=",

@@ -13,14 +13,20 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import can_cast, cast_expr
 from plansight.engine.functions.scalar.comparison import unify_operands
 from plansight.engine.functions.scalar.registry import (
-    binder, call, expect_arity, kernel, operator, operator_error)
+    binder,
+    call,
+    expect_arity,
+    kernel,
+    operator,
+    operator_error,
+)
 from plansight.engine.functions.scalar.vector import Value, broadcast, finish, is_scalar
 from plansight.engine.logical.expr import Call, Expr, Literal
+
 from plansight.errors import PlanError
 
 

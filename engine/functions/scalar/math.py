@@ -15,14 +15,27 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import cast_expr
 from plansight.engine.functions.scalar.registry import (
-    binder, call, coerce, expect_arity, kernel, resolve_operator, signature_error)
+    binder,
+    call,
+    coerce,
+    expect_arity,
+    kernel,
+    resolve_operator,
+    signature_error,
+)
 from plansight.engine.functions.scalar.vector import (
-    Value, broadcast, finish, from_numpy, is_scalar, to_numpy)
+    Value,
+    broadcast,
+    finish,
+    from_numpy,
+    is_scalar,
+    to_numpy,
+)
 from plansight.engine.logical.expr import Call, Expr, Literal
+
 from plansight.errors import ExecutionError
 
 

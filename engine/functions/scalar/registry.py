@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import can_cast, cast_expr
 from plansight.engine.logical.expr import Call, Expr, Literal
+
 from plansight.errors import NotSupportedError, PlanError, did_you_mean
 
 Binder = Callable[[list[Expr], Mapping[str, Any]], Expr]
@@ -125,12 +125,12 @@ def coerce(expr: Expr, target: pa.DataType, name: str, args: Sequence[Expr],
     would need an explicit CAST). String literals convert to anything they parse as."""
     if expr.type == target:
         return expr
-    if isinstance(expr, Literal) and (expr.value is None or T.is_string(expr.type)):
-        if can_cast(expr.type, target):
-            return cast_expr(expr, target)
-    if isinstance(expr, Literal) and T.is_integer(expr.type) and T.is_integer(target):
-        if T.literal_fits(expr.value, target):
-            return Literal(expr.value, target)
+    untyped = isinstance(expr, Literal) and (expr.value is None or T.is_string(expr.type))
+    if untyped and can_cast(expr.type, target):
+        return cast_expr(expr, target)
+    if (isinstance(expr, Literal) and T.is_integer(expr.type) and T.is_integer(target)
+            and T.literal_fits(expr.value, target)):
+        return Literal(expr.value, target)
     if not implicit_ok(expr.type, target):
         raise signature_error(name, args, expected or T.type_name(target))
     return cast_expr(expr, target)

@@ -12,16 +12,28 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import cast_expr
 from plansight.engine.functions.scalar.registry import binder, call, coerce, kernel, operator
 from plansight.engine.functions.scalar.utf8 import (
-    byte_to_char_index, first_codepoint, from_codepoints, slice_chars)
+    byte_to_char_index,
+    first_codepoint,
+    from_codepoints,
+    slice_chars,
+)
 from plansight.engine.functions.scalar.vector import (
-    Value, broadcast, finish, from_numpy, is_scalar, length_of, scalar_value, to_array,
-    to_numpy)
+    Value,
+    broadcast,
+    finish,
+    from_numpy,
+    is_scalar,
+    length_of,
+    scalar_value,
+    to_array,
+    to_numpy,
+)
 from plansight.engine.logical.expr import Call, Expr, Literal
+
 from plansight.errors import ExecutionError, PlanError
 
 

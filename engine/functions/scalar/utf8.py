@@ -52,7 +52,7 @@ def slice_chars(strings: pa.Array, start: np.ndarray, stop: np.ndarray) -> pa.Ar
         >>> slice_chars(pa.array(["héllo", "ab"]), np.array([1, 0]), np.array([3, 9])).to_pylist()
         ['él', 'ab']
     """
-    offsets, data, char_starts, first = char_positions(strings)
+    _, data, char_starts, first = char_positions(strings)
     lengths = np.asarray(pc.fill_null(pc.utf8_length(strings.cast(pa.string())), 0)
                          .to_numpy(zero_copy_only=False), dtype=np.int64)
     start = np.clip(np.asarray(start, dtype=np.int64), 0, lengths)

@@ -10,10 +10,15 @@ import re
 import pyarrow as pa
 import pytest
 from conftest import bind_sql, evaluate_column
-
 from plansight.engine.functions.scalar import (
-    cast_expr, common_supertype, evaluate_call, evaluate_cast, resolve_operator)
+    cast_expr,
+    common_supertype,
+    evaluate_call,
+    evaluate_cast,
+    resolve_operator,
+)
 from plansight.engine.logical.expr import Call, Column, Literal
+
 from plansight.errors import ExecutionError, NotSupportedError, PlanError
 
 
