@@ -1,0 +1,231 @@
+"""Bad input: every mistake a user can make raises a specific PlansightError subclass with a
+message that says what is wrong and where, and the session stays usable afterwards."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import plansight as ps
+from plansight.errors import (
+    ExecutionError,
+    NotSupportedError,
+    PlanError,
+    PlansightError,
+    SqlSyntaxError,
+)
+
+
+@pytest.fixture
+def session():
+    s = ps.Session(target_partitions=1)
+    s.register("t", pa.table({"id": [1, 2, 3], "name": ["a", "b", None],
+                              "price": pa.array([1.5, 2.5, None])}))
+    yield s
+    # the session stays usable after whatever the test did
+    assert s.sql("SELECT count(*) AS n, sum(id) AS s FROM t").to_arrow().to_pylist() == \
+        [{"n": 3, "s": 6}]
+
+
+def _error(session, sql: str, cls: type[PlansightError], run: bool = False) -> PlansightError:
+    with pytest.raises(cls) as info:
+        query = session.sql(sql)
+        if run:
+            query.to_arrow()
+    assert type(info.value) is cls, f"{type(info.value).__name__}: {info.value}"
+    return info.value
+
+
+# ----------------------------------------------------------------------------- syntax
+
+def test_syntax_error_has_line_column_and_caret(session):
+    error = _error(session, "SELECT id,\n  FROM t WHERE", SqlSyntaxError)
+    assert (error.line, error.column) == (2, 14)
+    text = str(error)
+    assert "line 2, column 14" in text
+    lines = text.splitlines()
+    assert lines[-2].strip() == "FROM t WHERE"
+    assert lines[-1].strip() == "^"
+    assert lines[-1].index("^") == lines[-2].index("WHERE") + len("WHERE") - 1
+
+
+@pytest.mark.parametrize("sql,line,column", [
+    ("SELEC 1", 1, 7),
+    ("SELECT (1 + 2 FROM t", 1, 18),
+    ("SELECT *\nFROM t\nWHERE id = = 1", 3, 12),
+])
+def test_syntax_error_positions(session, sql, line, column):
+    error = _error(session, sql, SqlSyntaxError)
+    assert (error.line, error.column) == (line, column)
+    assert "^" in str(error)
+    assert sql.splitlines()[line - 1].strip() in str(error)
+
+
+# ----------------------------------------------------------------------------- names
+
+def test_unknown_table_suggests_a_name(session):
+    error = _error(session, "SELECT * FROM tt", PlanError)
+    assert "'tt'" in str(error) and "Did you mean 't'?" in str(error)
+
+
+def test_unknown_column_suggests_a_name_and_says_where(session):
+    error = _error(session, "SELECT nme FROM t", PlanError)
+    text = str(error)
+    assert "'nme'" in text and "does not exist" in text
+    assert "Did you mean 'name'" in text
+    assert "line 1, column" in text
+
+
+def test_unknown_qualified_column(session):
+    error = _error(session, "SELECT t.prices FROM t", PlanError)
+    assert "t.prices" in str(error) and "t.price" in str(error)
+
+
+def test_unknown_function_suggests_a_name(session):
+    error = _error(session, "SELECT lowr(name) FROM t", PlanError)
+    assert "lowr" in str(error) and "'lower'" in str(error)
+
+
+def test_ambiguous_column_says_how_to_qualify(session):
+    error = _error(session, "SELECT id FROM t a, t b", PlanError)
+    assert "ambiguous" in str(error) and "a.id" in str(error)
+
+
+def test_non_grouped_column(session):
+    error = _error(session, "SELECT id, count(*) FROM t", PlanError)
+    assert "GROUP BY" in str(error) and "'id'" in str(error)
+
+
+# ----------------------------------------------------------------------------- types
+
+@pytest.mark.parametrize("sql,fragment", [
+    ("SELECT id + name FROM t", "VARCHAR"),
+    ("SELECT * FROM t WHERE id = DATE '2024-01-01'", "DATE"),
+    ("SELECT * FROM t WHERE id", "BOOLEAN"),
+    ("SELECT sum(name) FROM t", "sum"),
+    ("SELECT id FROM t UNION SELECT DATE '2024-01-01'", "DATE"),
+])
+def test_type_mismatch(session, sql, fragment):
+    error = _error(session, sql, PlanError)
+    assert fragment.lower() in str(error).lower()
+
+
+# ----------------------------------------------------------------------------- execution
+
+@pytest.mark.parametrize("sql,fragment", [
+    ("SELECT id // 0 FROM t", "division by zero"),
+    ("SELECT id % 0 FROM t", "division by zero"),
+    ("SELECT 9223372036854775807 + id FROM t", "overflow"),
+    ("SELECT CAST(name AS INTEGER) FROM t", "'a'"),
+])
+def test_execution_errors(session, sql, fragment):
+    error = _error(session, sql, ExecutionError, run=True)
+    assert fragment.lower() in str(error).lower()
+
+
+# ----------------------------------------------------------------------------- files
+
+def test_missing_parquet_file_names_the_path(session, tmp_path):
+    path = tmp_path / "missing.parquet"
+    with pytest.raises(PlanError, match="missing.parquet"):
+        session.register_parquet("p", str(path))
+        session.sql("SELECT * FROM p").to_arrow()
+
+
+def test_corrupt_parquet_file_names_the_path(session, tmp_path):
+    path = tmp_path / "corrupt.parquet"
+    path.write_bytes(b"PAR1 this is not a parquet file")
+    with pytest.raises(PlanError, match="corrupt.parquet"):
+        session.register_parquet("p", str(path))
+        session.sql("SELECT * FROM p").to_arrow()
+
+
+def test_truncated_parquet_file_names_the_path(session, tmp_path):
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"x": list(range(1000))}), good)
+    data = good.read_bytes()
+    path = tmp_path / "truncated.parquet"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(PlanError, match="truncated.parquet"):
+        session.register_parquet("p", str(path))
+        session.sql("SELECT * FROM p").to_arrow()
+
+
+def test_missing_csv_file_names_the_path(session, tmp_path):
+    with pytest.raises(PlanError, match="nothere.csv"):
+        session.register_csv("c", str(tmp_path / "nothere.csv"))
+        session.sql("SELECT * FROM c").to_arrow()
+
+
+def test_corrupt_csv_file_names_the_path(session, tmp_path):
+    path = tmp_path / "ragged.csv"
+    path.write_text("a,b\n1,2\n3,4,5\n")
+    with pytest.raises(PlanError, match="ragged.csv") as info:
+        session.register_csv("c", str(path))
+        session.sql("SELECT * FROM c").to_arrow()
+    assert "3 columns" in str(info.value) or "columns" in str(info.value)
+
+
+def test_csv_bad_value_after_type_inference_names_the_path(session, tmp_path):
+    """The first block infers BIGINT; a bad value in a later block fails while running."""
+    path = tmp_path / "late.csv"
+    rows = "".join(f"{i},{i}\n" for i in range(600_000))
+    path.write_text("a,b\n" + rows + "oops,1\n")
+    session.register_csv("c", str(path))
+    with pytest.raises(PlanError, match="late.csv") as info:
+        session.sql("SELECT sum(a) FROM c").to_arrow()
+    assert "oops" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- options
+
+def test_unknown_option_suggests_a_name(session):
+    with pytest.raises(PlanError, match="Did you mean 'batch_size'"):
+        session.set_option("batchsize", 5)
+    with pytest.raises(PlanError, match="Did you mean 'batch_size'"):
+        session.sql("SET batchsize = 5")
+
+
+@pytest.mark.parametrize("name,value,fragment", [
+    ("batch_size", -1, "positive integer"),
+    ("batch_size", "many", "positive integer"),
+    ("target_partitions", 0, "positive integer"),
+    ("default_null_order", "sideways", "nulls_first"),
+    ("integer_division", "maybe", "true or false"),
+    ("memory_limit", "lots", "memory"),
+])
+def test_bad_option_value(session, name, value, fragment):
+    with pytest.raises(PlanError) as info:
+        session.set_option(name, value)
+    assert fragment.lower() in str(info.value).lower()
+    assert session.get_option(name) != value
+
+
+def test_bad_option_value_in_set_statement(session):
+    with pytest.raises(PlanError, match="default_null_order"):
+        session.sql("SET default_null_order = 'sideways'")
+    assert session.get_option("default_null_order") == "nulls_last"
+
+
+# ----------------------------------------------------------------------------- gaps
+
+@pytest.mark.parametrize("sql,feature", [
+    ("WITH RECURSIVE r AS (SELECT 1 AS x) SELECT * FROM r", "RECURSIVE"),
+    ("SELECT id, count(*) FROM t GROUP BY ROLLUP (id)", "ROLLUP"),
+    ("INSERT INTO t VALUES (4, 'd', 1.0)", "INSERT"),
+])
+def test_not_supported_names_the_feature(session, sql, feature):
+    error = _error(session, sql, NotSupportedError)
+    assert feature.lower() in str(error).lower()
+
+
+def test_many_errors_in_a_row_leave_the_session_usable(session):
+    bad = ["SELEC 1", "SELECT nme FROM t", "SELECT id + name FROM t"]
+    for sql in bad:
+        with pytest.raises(PlansightError):
+            session.sql(sql)
+    with pytest.raises(ExecutionError):
+        session.sql("SELECT id // 0 FROM t").to_arrow()
+    assert session.sql("SELECT name FROM t WHERE id = 2").to_arrow().to_pylist() == \
+        [{"name": "b"}]
