@@ -10,5 +10,10 @@ from plansight.magic.extension import (
 )
 from plansight.magic.result import QueryResult
 
-__all__ = ["get_session", "set_session", "load_ipython_extension", "unload_ipython_extension",
-           "QueryResult"]
+__all__ = [
+    "QueryResult",
+    "get_session",
+    "load_ipython_extension",
+    "set_session",
+    "unload_ipython_extension",
+]

@@ -19,13 +19,14 @@ from typing import Any
 
 import pyarrow as pa
 import sqlglot
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from plansight.magic.extension import get_session
+from plansight.magic.result import QueryResult
 from sqlglot import exp
 
 from plansight.errors import Cancelled, InternalError, PlansightError
-from plansight.magic.extension import get_session
-from plansight.magic.result import QueryResult
 
 # Options that consume the next token; used to find where the SQL of a line magic starts.
 _VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size"}
@@ -70,7 +71,7 @@ class PlansightMagics(Magics):
             sql = f"{sql}\n{cell}" if sql.strip() else cell
         try:
             args = parse_argstring(self.query, options_text)
-        except Exception as error:  # argparse's UsageError: show it like a user error
+        except UsageError as error:  # a bad option: show it like any user error
             _print_error(str(error))
             return None
         if not sql.strip():

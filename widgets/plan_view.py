@@ -34,6 +34,7 @@ from plansight.engine.exec.events import (
     ReservationChanged,
     SpillWritten,
 )
+
 from plansight.errors import Cancelled
 
 MAX_SKEW_PARTITIONS = 32  # partitions drawn per repartition; the rest are summarised
@@ -168,7 +169,7 @@ class QueryMonitor:
         def work():
             try:
                 outcome["run"] = self.query.execute(observer=self)
-            except BaseException as error:  # re-raised in the cell thread
+            except BaseException as error:  # noqa: BLE001 -- re-raised in the cell thread
                 outcome["error"] = error
 
         handle = self._open_view()
@@ -305,11 +306,11 @@ def render_html(snap: MonitorSnapshot, plan) -> str:
             f"title='{esc(label)}'><code>{esc(short)}</code>{running}</td>"
             f"<td>{done}/{total}</td><td>{state.output_rows:,}</td>"
             f"<td>{state.output_batches:,}</td><td>{state.elapsed(snap.now) * 1000:.1f}</td></tr>")
-    parts = [f"<div class='plansight-monitor' style='font-size:12px'>"
-             f"<div style='color:{colour};font-weight:bold'>{esc(_headline(snap))}</div>",
-             "<table><thead><tr><th style='text-align:left'>operator</th><th>partitions</th>"
-             "<th>output rows</th><th>batches</th><th>elapsed ms</th></tr></thead>"
-             f"<tbody>{''.join(body)}</tbody></table>"]
+    parts = [(f"<div class='plansight-monitor' style='font-size:12px'>"
+              f"<div style='color:{colour};font-weight:bold'>{esc(_headline(snap))}</div>"),
+             ("<table><thead><tr><th style='text-align:left'>operator</th><th>partitions</th>"
+              "<th>output rows</th><th>batches</th><th>elapsed ms</th></tr></thead>"
+              f"<tbody>{''.join(body)}</tbody></table>")]
     for operator_id, rows in snap.repartitions.items():
         parts.append(_skew_html(operator_id, rows))
     if snap.error:
