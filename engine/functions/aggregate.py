@@ -49,9 +49,13 @@ def aggregate_return_type(func: str, arg_types: list[pa.DataType]) -> pa.DataTyp
         return pa.float64()
     if func in NUMERIC_RESULT:
         if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
-            if func in ("median", "quantile_cont") and (pa.types.is_temporal(t)):
+            if func in ("median", "quantile_cont") and pa.types.is_date(t):
+                return pa.timestamp("us")  # DuckDB: the interpolated date is a TIMESTAMP
+            if func in ("median", "quantile_cont") and pa.types.is_timestamp(t):
                 return t
             raise PlanError(f"{func}() cannot be applied to {t}")
+        if func in ("median", "quantile_cont") and pa.types.is_decimal(t):
+            return t  # DuckDB interpolates decimals in their own type
         return pa.float64()
     if func in ("bool_and", "bool_or", "every"):
         if not pa.types.is_boolean(t):
@@ -207,15 +211,51 @@ def _quantiles(spec, parents, values, n_groups) -> pa.Array:
     starts = np.cumsum(counts) - counts
     has = counts > 0
     if spec.func == "quantile_disc":
-        # DuckDB: the value at index floor(q * (n - 1)) ... rounded like DuckDB's discrete
-        pos = starts + np.floor(q * (counts - 1) + 1e-9).astype(np.int64).clip(0)
+        # DuckDB's discrete index: max(1, n - floor(n - q * n)) - 1
+        index = np.maximum(1, counts - np.floor(counts - q * counts).astype(np.int64)) - 1
+        pos = starts + index.clip(0)
         taken = sorted_values.take(pa.array(np.where(has, pos, 0)))
         return pc.if_else(pa.array(has), taken, pa.nulls(n_groups, taken.type))
-    as_float = np.asarray(pc.cast(sorted_values, pa.float64()).to_numpy(zero_copy_only=False))
     position = q * (counts - 1)
     lower = np.floor(position).astype(np.int64).clip(0)
     upper = np.ceil(position).astype(np.int64).clip(0)
-    lo_values = as_float[np.where(has, starts + lower, 0)] if len(as_float) else np.zeros(n_groups)
-    hi_values = as_float[np.where(has, starts + upper, 0)] if len(as_float) else np.zeros(n_groups)
-    result = lo_values + (hi_values - lo_values) * (position - lower)
-    return pa.array(result, pa.float64(), mask=~has)
+    lo_index, hi_index = np.where(has, starts + lower, 0), np.where(has, starts + upper, 0)
+    fraction = position - lower
+    value_type = sorted_values.type
+    if pa.types.is_decimal(value_type) and value_type.precision <= 18 or \
+            pa.types.is_temporal(value_type):
+        # DuckDB: lo + (hi - lo) * d in double, truncated back to the unscaled integer
+        # (decimals) or to microseconds (dates become timestamps)
+        if pa.types.is_decimal(value_type):
+            units = _decimal_units(sorted_values)
+        else:
+            units = pc.cast(pc.cast(sorted_values, spec.type), pa.int64()).to_numpy(
+                zero_copy_only=False)
+        lo_units = units[lo_index] if len(units) else np.zeros(n_groups, np.int64)
+        hi_units = units[hi_index] if len(units) else np.zeros(n_groups, np.int64)
+        result = np.trunc(lo_units + (hi_units - lo_units).astype(np.float64) * fraction)
+        result = np.where(has, result, 0).astype(np.int64)
+        if pa.types.is_decimal(spec.type):
+            return _decimal_from_units(result, spec.type, ~has)
+        return pa.array(result, pa.int64(), mask=~has).cast(spec.type)
+    # BIGINT beyond 2**53 loses precision in double, as in DuckDB
+    as_float = np.asarray(pc.cast(sorted_values, pa.float64(), safe=False).to_numpy(
+        zero_copy_only=False))
+    lo_values = as_float[lo_index] if len(as_float) else np.zeros(n_groups)
+    hi_values = as_float[hi_index] if len(as_float) else np.zeros(n_groups)
+    result = lo_values + (hi_values - lo_values) * fraction
+    result = pa.array(result, pa.float64(), mask=~has)
+    return result if spec.type == pa.float64() else pc.cast(result, spec.type)
+
+
+def _decimal_units(values: pa.Array) -> np.ndarray:
+    """The unscaled integers of a DECIMAL(<= 18, s) array (NULL slots arbitrary)."""
+    words = np.frombuffer(values.buffers()[1], dtype=np.int64)
+    return words.reshape(-1, 2)[values.offset:values.offset + len(values), 0]
+
+
+def _decimal_from_units(units: np.ndarray, type_: pa.DataType, mask: np.ndarray) -> pa.Array:
+    words = np.empty((len(units), 2), dtype=np.int64)
+    words[:, 0], words[:, 1] = units, np.where(units < 0, -1, 0)
+    array = pa.Array.from_buffers(type_, len(units), [None, pa.py_buffer(words.tobytes())])
+    return pc.if_else(pa.array(~mask), array, pa.nulls(len(units), type_))
