@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from plansight.engine.logical.plan import LogicalPlan
 from plansight.engine.optimizer.decorrelate_subqueries import decorrelate_subqueries
+from plansight.engine.optimizer.eliminate_cross_joins import eliminate_cross_joins
 from plansight.engine.optimizer.fold_constants import fold_constants
 from plansight.engine.optimizer.push_down_filters import push_down_filters
 from plansight.engine.optimizer.push_down_limit import push_down_limit
@@ -12,6 +13,7 @@ from plansight.engine.optimizer.push_down_projections import push_down_projectio
 RULES = (
     fold_constants,          # first: later rules see literals, not 1 + 1
     decorrelate_subqueries,  # before pushdown: subqueries become joins filters can move into
+    eliminate_cross_joins,   # FROM a, b, c: join in the order equalities connect them
     push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
     fold_constants,          # pushdown substitutes expressions; fold what became constant
     push_down_limit,         # after filters: a limit never passes a filter
