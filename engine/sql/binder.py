@@ -252,23 +252,33 @@ class Binder:
                   ) -> lp.LogicalPlan:
         side = (join.args.get("side") or "").lower()
         kind = (join.args.get("kind") or "").lower()
-        if join.args.get("method"):
-            raise NotSupportedError(f"{join.args['method']} joins are not supported")
+        method = (join.args.get("method") or "").lower()
+        if method and method != "natural":
+            raise NotSupportedError(f"{method.upper()} joins are not supported")
         left_entries = len(scope.entries)
         right = self.bind_relation(join.this, scope, outer)
         join_kind = {"left": "left", "right": "right", "full": "full"}.get(side, "inner")
         if kind in ("semi", "anti"):
             join_kind = kind
-        if kind == "cross" or (not join.args.get("on") and not join.args.get("using")):
+        using = [ident.name if hasattr(ident, "name") else str(ident)
+                 for ident in join.args.get("using") or []]
+        if method == "natural":  # USING every column name both sides have, in left order
+            right_names = {e.name.lower() for e in scope.entries[left_entries:]}
+            using = list(dict.fromkeys(e.name for e in scope.entries[:left_entries]
+                                       if not e.hidden and e.name.lower() in right_names))
+            if not using:
+                raise PlanError("NATURAL JOIN: the two sides have no column name in common; "
+                                "use CROSS JOIN for a cross product" + _where(join))
+        if kind == "cross" or (not join.args.get("on") and not using):
             if join_kind in ("left", "right", "full") and not join.args.get("on"):
                 raise PlanError(f"{side.upper()} JOIN needs an ON or USING condition"
                                 + _where(join))
             return lp.Join(left, right, "cross" if join_kind == "inner" else join_kind)
-        if join.args.get("using"):
+        merged: list[tuple[ScopeEntry, Column, Column]] = []
+        if using:
             conditions = []
             right_ids = {c.id for c in right.columns}
-            for ident in join.args["using"]:
-                name = ident.name if hasattr(ident, "name") else str(ident)
+            for name in using:
                 left_entries_matching = [e for e in scope.entries[:left_entries]
                                          if e.name.lower() == name.lower() and not e.hidden]
                 right_entry = [e for e in scope.entries[left_entries:]
@@ -283,6 +293,10 @@ class Binder:
                 elif join_kind == "right":
                     for e in left_entries_matching:
                         e.hidden = True
+                elif join_kind == "full":  # the USING column is COALESCE(left, right)
+                    for e in left_entries_matching + right_entry:
+                        e.hidden = True
+                    merged.append((left_entries_matching[0], lcol, rcol))
             condition = conditions[0]
             for c in conditions[1:]:
                 condition = Call("and", (condition, c), pa.bool_())
@@ -291,7 +305,25 @@ class Binder:
             self._no_aggregates(condition, "JOIN conditions")
         if any(isinstance(e, SubqueryExpr) for e in walk(condition)):
             raise NotSupportedError("subqueries in JOIN ... ON conditions are not supported yet")
-        return lp.Join(left, right, join_kind, (), condition)
+        plan = lp.Join(left, right, join_kind, (), condition)
+        if merged:
+            plan = self._merge_using_columns(plan, merged, scope)
+        return plan
+
+    def _merge_using_columns(self, plan: lp.LogicalPlan, merged, scope: Scope
+                             ) -> lp.LogicalPlan:
+        """FULL JOIN ... USING: each USING column becomes COALESCE(left, right), visible
+        unqualified (and in SELECT *) where the left column was; t.k / u.k stay resolvable."""
+        from plansight.engine.functions.scalar import resolve_function
+
+        exprs, outputs = list(plan.columns), list(plan.columns)
+        for entry, lcol, rcol in merged:
+            value = resolve_function("coalesce", [lcol, rcol], self.options)
+            column = Column(next_id(), entry.name, value.type)
+            exprs.append(value)
+            outputs.append(column)
+            scope.entries.insert(scope.entries.index(entry), ScopeEntry(None, entry.name, column))
+        return lp.Projection(plan, tuple(exprs), tuple(outputs))
 
     # -- SELECT ---------------------------------------------------------------
     def bind_select(self, select: exp.Select, outer: Scope | None) -> lp.LogicalPlan:
@@ -407,8 +439,10 @@ class Binder:
         if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and
                                           isinstance(node.this, exp.Star)):
             qualifier = node.table if isinstance(node, exp.Column) else None
-            except_ = {e.name.lower() for e in (node.this if isinstance(node, exp.Column)
-                                                 else node).args.get("except") or []}
+            star = node.this if isinstance(node, exp.Column) else node
+            # sqlglot >= 26 names the EXCLUDE list "except_", older versions "except"
+            excluded = star.args.get("except_") or star.args.get("except") or []
+            except_ = {e.name.lower() for e in excluded}
             entries = [e for e in scope.entries if not e.hidden and
                        (qualifier is None or (e.qualifier or "").lower() == qualifier.lower())]
             if qualifier and not entries:
@@ -694,6 +728,9 @@ class Binder:
     def _boolean(self, expr: Expr, clause: str) -> Expr:
         if expr.type != pa.bool_() and not pa.types.is_null(expr.type):
             raise PlanError(f"{clause} needs a BOOLEAN condition, got {expr.type}: {expr}")
+        if pa.types.is_null(expr.type):  # WHERE NULL: a typed false-ish condition, no rows
+            from plansight.engine.functions.scalar import cast_expr
+            return cast_expr(expr, pa.bool_())
         return expr
 
     def _no_aggregates(self, expr: Expr, clause: str) -> None:
@@ -706,6 +743,8 @@ class Binder:
 
     def _aggregate_name(self, node) -> str | None:
         if isinstance(node, exp.Filter):
+            return self._aggregate_name(node.this)
+        if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):  # any_value(x) arrives so
             return self._aggregate_name(node.this)
         for cls, name in _AGGREGATE_NODES.items():
             if type(node) is cls:
@@ -764,7 +803,12 @@ class _Collector:
         if isinstance(node, exp.Filter):
             filter_expr = self.binder._boolean(self._inner(node.expression.this), "FILTER")
             node = node.this
+        ignore_nulls = isinstance(node, exp.IgnoreNulls)
+        if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):
+            node = node.this
         name = self.binder._aggregate_name(node)
+        if name == "first" and ignore_nulls:
+            name = "any_value"  # first(x IGNORE NULLS): the first non-NULL value
         distinct = False
         options: list[tuple[str, Any]] = []
         arg_nodes: list[exp.Expression] = []
