@@ -76,11 +76,22 @@ def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
     keep = [inner.columns[0]] if sub.kind == "in" else []
     inner, correlated = _pull_correlated(inner, outer_ids, keep, for_exists=sub.kind == "exists")
     conditions = list(correlated)
+    null_aware = sub.negated and sub.kind == "in"
     if sub.kind == "in":
-        conditions.insert(0, Call("eq", (sub.needle, inner.columns[0]), pa.bool_()))
+        match = Call("eq", (sub.needle, inner.columns[0]), pa.bool_())
+        if null_aware and correlated:
+            # x NOT IN (SELECT y ... WHERE corr) is NOT EXISTS (... WHERE corr AND (x = y OR
+            # y IS NULL OR x IS NULL)): a NULL only matters among the rows that correlate,
+            # which the null-aware hash join (NULL anywhere in the build side) cannot tell
+            from plansight.engine.functions.scalar import resolve_operator
+
+            match = resolve_operator("or", [
+                match, resolve_operator("is_null", [inner.columns[0]], {}),
+                resolve_operator("is_null", [sub.needle], {})], {})
+            null_aware = False
+        conditions.insert(0, match)
     kind = "anti" if sub.negated else "semi"
-    return lp.Join(outer, inner, kind, (), conjunction(conditions),
-                   null_aware=sub.negated and sub.kind == "in")
+    return lp.Join(outer, inner, kind, (), conjunction(conditions), null_aware=null_aware)
 
 
 def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
