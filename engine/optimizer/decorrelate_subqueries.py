@@ -22,9 +22,12 @@ from plansight.engine.logical.expr import (
     Call,
     Column,
     Expr,
+    Literal,
     SubqueryExpr,
     columns_of,
     conjunction,
+    next_id,
+    replace_columns,
     split_conjunction,
     transform,
     walk,
@@ -106,7 +109,23 @@ def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
         inner = decorrelate_subqueries(sub.plan)
         outer_ids = produced_ids(plan)
         value = inner.columns[0]
-        inner, correlated = _pull_correlated(inner, outer_ids, [value], for_exists=False)
+        grouped: list[lp.Aggregate] = []
+        inner, correlated = _pull_correlated(inner, outer_ids, [value], for_exists=False,
+                                             grouped=grouped)
+        empty = _empty_group_value(inner, value, grouped) if grouped else None
+        if correlated and empty is not None:
+            # rows without a correlated match get the subquery's value over an empty group
+            # (COUNT = 0, coalesce(sum(x), 0) = 0, ...), not the left join's NULL
+            from plansight.engine.functions.scalar import resolve_operator
+            from plansight.engine.functions.scalar.conditional import bind_case
+
+            marker = Column(next_id(), "__matched", pa.bool_())
+            inner = lp.Projection(inner, inner.columns + (Literal(True, pa.bool_()),),
+                                  inner.columns + (marker,))
+            plan = lp.Join(plan, inner, "left", (), conjunction(correlated))
+            unmatched = resolve_operator("is_null", [marker], {})
+            mapping[sub.plan_key] = bind_case([unmatched], [empty], value)
+            continue
         if correlated:
             plan = lp.Join(plan, inner, "left", (), conjunction(correlated))
         else:
@@ -122,8 +141,14 @@ def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
 
 
 def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Column],
-                     for_exists: bool) -> tuple[lp.LogicalPlan, list[Expr]]:
-    """Remove correlated predicates from ``plan``; return the plan and those predicates."""
+                     for_exists: bool, grouped: list[lp.Aggregate] | None = None
+                     ) -> tuple[lp.LogicalPlan, list[Expr]]:
+    """Remove correlated predicates from ``plan``; return the plan and those predicates.
+
+    An aggregate without GROUP BY that correlates becomes grouped by the correlation
+    columns; with ``grouped`` given (scalar subqueries), such aggregates are appended to it and
+    the caller supplies the empty-group value, else COUNT raises NotSupportedError.
+    """
     inner_ids = produced_ids(plan)
 
     def is_correlated(e: Expr) -> bool:
@@ -165,14 +190,18 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
                     if column.id not in {o.id for o in outputs}:
                         groups.append(column)
                         outputs.append(column)
-            if not node.group_exprs and node.aggregates:
-                # an empty correlated group must still yield COUNT = 0 / SUM = NULL; a left join
-                # gives NULL for every aggregate, which differs only for COUNT
+            scalar = not node.group_exprs and node.aggregates
+            if scalar and grouped is None:
+                # an empty correlated group must still yield COUNT = 0 / SUM = NULL; a join
+                # drops the row instead, which differs for COUNT
                 if any(a.func in ("count", "count_star") for a in node.aggregates):
-                    raise NotSupportedError("correlated scalar subqueries with COUNT are not "
-                                            "supported yet")
-            return replace(node, input=child, group_exprs=tuple(groups),
-                           group_outputs=tuple(outputs)), pulled
+                    raise NotSupportedError("correlated IN / EXISTS subqueries with COUNT are "
+                                            "not supported yet")
+            new_node = replace(node, input=child, group_exprs=tuple(groups),
+                               group_outputs=tuple(outputs))
+            if scalar and grouped is not None:
+                grouped.append(new_node)
+            return new_node, pulled
         if isinstance(node, (lp.Sort,)):
             child, pulled = pull(node.input)
             return replace(node, input=child), pulled
@@ -190,6 +219,41 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
                 "this correlated subquery is not supported: outer columns may only be "
                 f"referenced in its WHERE conditions (found {node_expr})")
     return new_plan, pulled
+
+
+def _empty_group_value(plan: lp.LogicalPlan, value: Column, grouped: list[lp.Aggregate]
+                       ) -> Expr | None:
+    """The value of a decorrelated scalar subquery for an outer row without correlated rows:
+    its select expression over the aggregates of an empty group (COUNT 0, others NULL).
+    None when that is NULL (the left join's NULL is then right)."""
+    from plansight.engine.optimizer.fold_constants import fold
+
+    counts = any(a.func in ("count", "count_star") for g in grouped for a in g.aggregates)
+    expr: Expr = value
+    node = plan
+    while isinstance(node, lp.Projection):
+        expr = replace_columns(expr, {o.id: e for o, e in zip(node.outputs, node.exprs)})
+        node = node.input
+    if not (isinstance(node, lp.Aggregate) and any(node is g for g in grouped)):
+        if counts:
+            raise NotSupportedError("correlated scalar subqueries with COUNT under HAVING, "
+                                    "ORDER BY or LIMIT are not supported yet")
+        return None
+    empty: dict[int, Expr] = {o.id: Literal(None, o.type) for o in node.group_outputs}
+    for call, output in zip(node.aggregates, node.aggregate_outputs):
+        empty[output.id] = Literal(0, output.type) if call.func in ("count", "count_star") \
+            else Literal(None, output.type)
+    expr = fold(replace_columns(expr, empty))
+    if columns_of(expr):
+        return None if not counts else _not_supported_empty_value(expr)
+    if isinstance(expr, Literal) and expr.value is None:
+        return None
+    return expr
+
+
+def _not_supported_empty_value(expr: Expr):
+    raise NotSupportedError("this correlated scalar subquery with COUNT is not supported yet: "
+                            f"its value for an empty group depends on {expr}")
 
 
 def _all_expressions(plan: lp.LogicalPlan):
