@@ -17,11 +17,18 @@ from plansight.engine.physical.plan import SINGLE_PARTITION, UNSPECIFIED, Execut
 def sort_indices(table: pa.Table | pa.RecordBatch, keys: list[SortKey]) -> pa.Array:
     """Stable sort permutation of ``table`` by ``keys`` (evaluated on the table)."""
     columns, sort_keys = [], []
-    for i, key in enumerate(keys):
-        columns.append(evaluate(key.expr, table))
-        sort_keys.append((f"k{i}", "descending" if key.descending else "ascending",
-                          "at_start" if key.nulls_first else "at_end"))
-    keyed = pa.table(columns, names=[f"k{i}" for i in range(len(keys))])
+    for key in keys:
+        column = evaluate(key.expr, table)
+        order = "descending" if key.descending else "ascending"
+        placement = "at_start" if key.nulls_first else "at_end"
+        if pa.types.is_floating(column.type):
+            # DuckDB: NaN is the greatest double; Arrow puts NaN next to the NULLs instead
+            # (wrong for ASC NULLS FIRST and DESC NULLS LAST), so NaN-ness sorts first
+            columns.append(pc.is_nan(column))
+            sort_keys.append((f"k{len(sort_keys)}", order, placement))
+        columns.append(column)
+        sort_keys.append((f"k{len(sort_keys)}", order, placement))
+    keyed = pa.table(columns, names=[name for name, _, _ in sort_keys])
     return pc.sort_indices(keyed, sort_keys=sort_keys)
 
 
