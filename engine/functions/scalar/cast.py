@@ -376,6 +376,8 @@ def format_float(value: Value) -> Value:
     int_text = pc.binary_join_element_wise(pc.cast(as_int, pa.string()), ".0", "")
     int_text = pc.if_else(pc.and_(integral, pc.less(array, 0.0)),
                           pc.replace_substring_regex(int_text, r"^0", "-0"), int_text)
+    negative_zero = pc.and_(pc.equal(array, 0.0), pc.less(pc.divide(1.0, array), 0.0))
+    int_text = pc.if_else(negative_zero, "-0.0", int_text)
     out = pc.if_else(integral, int_text, text)
     # 1e-06 <= |x| < 1e-04: Arrow positional, DuckDB scientific
     for zeros, exponent in ((4, "05"), (5, "06")):

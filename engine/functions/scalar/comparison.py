@@ -83,14 +83,31 @@ def _comparable(value: Value) -> Value:
 @kernel("eq", "neq", "lt", "lte", "gt", "gte")
 def comparison_kernel(args: list[Value], call_: Call) -> Value:
     a, b = (_comparable(x) for x in args)
+    if T.is_float(a.type) or T.is_float(b.type):
+        return _float_comparison(call_.func, a, b)
     return _ARROW[call_.func](a, b)
+
+
+def _float_comparison(func: str, a: Value, b: Value) -> Value:
+    """DuckDB orders NaN above every other number and equal to itself (total order), where
+    IEEE comparisons with NaN are all false."""
+    nan_a, nan_b = pc.is_nan(a), pc.is_nan(b)
+    if func in ("eq", "neq"):
+        equal = pc.or_kleene(pc.equal(a, b), pc.and_kleene(nan_a, nan_b))
+        return equal if func == "eq" else pc.invert(equal)
+    if func in ("lt", "gte"):
+        less = pc.or_kleene(pc.less(a, b), pc.and_kleene(pc.invert(nan_a), nan_b))
+        return less if func == "lt" else pc.invert(less)
+    greater = pc.or_kleene(pc.greater(a, b), pc.and_kleene(nan_a, pc.invert(nan_b)))
+    return greater if func == "gt" else pc.invert(greater)
 
 
 @kernel("is_distinct_from", "is_not_distinct_from")
 def distinct_kernel(args: list[Value], call_: Call) -> Value:
     a, b = (_comparable(x) for x in args)
     both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-    same = pc.or_(both_null, pc.fill_null(pc.equal(a, b), False))
+    equal = _float_comparison("eq", a, b) if T.is_float(a.type) else pc.equal(a, b)
+    same = pc.or_(both_null, pc.fill_null(equal, False))
     return pc.invert(same) if call_.func == "is_distinct_from" else same
 
 

@@ -24,7 +24,7 @@ from plansight.engine.functions.scalar.registry import (
     operator,
     operator_error,
 )
-from plansight.engine.functions.scalar.vector import Value, broadcast, finish, is_scalar
+from plansight.engine.functions.scalar.vector import Value, broadcast, finish
 from plansight.engine.logical.expr import Call, Expr, Literal
 
 from plansight.errors import PlanError
@@ -145,8 +145,8 @@ def bind_nullif(args: list[Expr], options: Mapping[str, Any]) -> Expr:
 @kernel("nullif")
 def nullif_kernel(args: list[Value], call_: Call) -> Value:
     a, b = args
-    from plansight.engine.functions.scalar.comparison import _comparable
-    equal = pc.fill_null(pc.equal(_comparable(a), _comparable(b)), False)
+    from plansight.engine.functions.scalar.comparison import comparison_kernel
+    equal = pc.fill_null(comparison_kernel([a, b], Call("eq", (), pa.bool_())), False)
     return pc.if_else(equal, pa.scalar(None, a.type), a)
 
 
@@ -175,7 +175,10 @@ def extreme_kernel(args: list[Value], call_: Call) -> Value:
     if T.is_boolean(call_.type):
         ints = [pc.cast(a, pa.int8()) for a in args]
         return pc.cast(fn(*ints, skip_nulls=True), pa.bool_())
-    if all(is_scalar(a) for a in args):
-        arrays, _ = broadcast(args)
-        return fn(*arrays, skip_nulls=True)[0]
-    return fn(*args, skip_nulls=True)
+    arrays, all_scalar = broadcast(args)
+    result = fn(*arrays, skip_nulls=True)
+    if T.is_float(call_.type) and call_.func == "greatest":
+        # DuckDB orders NaN above every number; Arrow's max skips NaN
+        any_nan = reduce(pc.or_, [pc.fill_null(pc.is_nan(a), False) for a in arrays])
+        result = pc.if_else(any_nan, pa.scalar(float("nan"), call_.type), result)
+    return finish(result, all_scalar)

@@ -321,6 +321,8 @@ def unify(args: Sequence[Expr], context: str, *, cast) -> tuple[list[Expr], pa.D
         elif non_literal:
             target = common_supertype([target] + [a.type for a in typed
                                                   if isinstance(a, Literal)], context)
+    if is_null_type(target):
+        target = pa.int32()  # all NULL: DuckDB's default type for an untyped NULL
     out = [a if a.type == target else cast(a, target) for a in args]
     return out, target
 

@@ -25,6 +25,8 @@ TABLE = pa.table({
     "j": pa.array([2, 2, -5, 3, None, 1, 4, -10], pa.int64()),
     "k": pa.array([1, -2, 3, 4, 5, None, 7, 127], pa.int8()),
     "f": pa.array([1.5, -2.25, 0.0, None, 1e10, 3.75, -0.5, 2.5], pa.float64()),
+    "g": pa.array([float("nan"), 1.0, float("inf"), float("-inf"), float("nan"), None, -0.0,
+                   2.5], pa.float64()),
     "d": pa.array([Decimal("12.34"), Decimal("-0.05"), None, Decimal("100.00"),
                    Decimal("2.50"), Decimal("-7.25"), Decimal("0.00"), Decimal("99999.99")],
                   pa.decimal128(10, 2)),

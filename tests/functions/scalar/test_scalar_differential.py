@@ -28,6 +28,10 @@ BASICS = [
     "f > d", "s = 'hello'", "s < 'b'", "s > t", "dt < '1995-03-15'", "dt = DATE '2000-02-29'",
     "dt < ts", "ts >= '1999-12-31 00:00:01'", "b = TRUE", "b AND i > 0", "b OR i > 0",
     "NOT b", "b AND NULL", "b OR NULL", "NOT (i > 0)", "i > 0 AND j > 0 AND f > 0",
+    "g = g", "g <> g", "g > 0", "g < 0", "g >= f", "g <= f", "g = 'NaN'::DOUBLE",
+    "g IS DISTINCT FROM f", "g IS NOT DISTINCT FROM g", "g + 1", "g BETWEEN 0 AND 3",
+    "greatest(g, f)", "least(g, f)", "g IN (1.0, 'NaN'::DOUBLE)", "g IN (f, 2.5)",
+    "NULLIF(g, g)", "CAST(g AS VARCHAR)", "TRY_CAST(g AS INTEGER)", "sign(g)", "abs(g)",
     "i IS NULL", "s IS NOT NULL", "b IS TRUE", "b IS NOT FALSE", "i IS DISTINCT FROM j",
     "i IS NOT DISTINCT FROM NULL", "d IS DISTINCT FROM 2.5",
     # IN, BETWEEN
