@@ -120,7 +120,11 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                                       s.type) for s in specs], names=[s.output for s in specs])
         return result
     simple, special = [], []
-    work = table
+    # DuckDB groups -0.0 with 0.0 (IEEE equal); Arrow hashes the bits: fold -0.0 first
+    work = _fold_negative_zero(table, keys + [s.column for s in specs
+                                              if s.distinct and s.column is not None])
+    table = work
+    nan_checks: list[tuple[int, int]] = []  # (spec, position in simple) for MAX over doubles
     for i, spec in enumerate(specs):
         if spec.func == "count_star":
             simple.append((i, ([], "count_all", None)))
@@ -137,6 +141,14 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                 work = work.append_column(cast_name, pc.cast(table[column], pa.float64()))
                 column = cast_name
             simple.append((i, (column, _KERNEL[spec.func], _kernel_options(spec))))
+            if spec.func == "max" and pa.types.is_floating(t):
+                # DuckDB: NaN is the greatest double, so MAX is NaN when a NaN is present;
+                # Arrow's max skips NaN
+                nan_name = f"__nan_{i}"
+                work = work.append_column(nan_name, pc.is_nan(table[column]))
+                nan_checks.append((i, len(simple)))
+                simple.append((-1, (nan_name, "any", pc.ScalarAggregateOptions(
+                    skip_nulls=True, min_count=1))))
         else:
             raise PlanError(f"aggregate {spec.func}() is not supported")
     aggregations = [agg for _, agg in simple]
@@ -151,13 +163,25 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     key_columns = [grouped.column(k) for k in range(n_keys)]
     results: dict[int, pa.Array] = {}
     for position, (i, _) in enumerate(simple):
-        results[i] = grouped.column(n_keys + position)
+        if i >= 0:
+            results[i] = grouped.column(n_keys + position)
+    for i, position in nan_checks:
+        has_nan = pc.fill_null(grouped.column(n_keys + position), False)
+        results[i] = pc.if_else(has_nan, pa.scalar(float("nan"), results[i].type), results[i])
     for offset, (i, spec) in enumerate(special):
         lists = grouped.column(n_keys + len(simple) + offset).combine_chunks()
         results[i] = _finish_special(spec, lists)
     columns = key_columns + [_cast_result(results[i], spec.type) for i, spec in enumerate(specs)]
     names = keys + [spec.output for spec in specs]
     return pa.table(columns, names=names)
+
+
+def _fold_negative_zero(table: pa.Table, names: list[str]) -> pa.Table:
+    for name in dict.fromkeys(names):
+        if pa.types.is_floating(table.schema.field(name).type):
+            index = table.schema.get_field_index(name)
+            table = table.set_column(index, name, pc.add(table[name], 0.0))  # -0.0 + 0.0 = 0.0
+    return table
 
 
 def _cast_result(column, type_: pa.DataType):
