@@ -32,6 +32,11 @@ from plansight.engine.physical.plan import (
 _MAX_CODE = 1 << 62
 
 
+def _canonical(key: pa.Array) -> pa.Array:
+    """-0.0 and 0.0 are one key (SQL equality); Arrow's hashing tells their bits apart."""
+    return pc.add(key, 0.0) if pa.types.is_floating(key.type) else key
+
+
 class KeyIndex:
     """Build-side key groups, and the mapping of probe keys onto them."""
 
@@ -43,6 +48,7 @@ class KeyIndex:
         self.compress: list[np.ndarray | None] = []
         valid = np.ones(len(keys[0]) if keys else 0, dtype=bool)
         for key in keys:
+            key = _canonical(key)
             uniq = pc.unique(key.drop_null()) if key.null_count and not null_equal \
                 else pc.unique(key)
             self.uniques.append(uniq)
@@ -85,6 +91,7 @@ class KeyIndex:
         found = np.ones(n, dtype=bool)
         null_key = np.zeros(n, dtype=bool)
         for key, uniq, compress in zip(keys, self.uniques, self.compress):
+            key = _canonical(key)
             if key.null_count:
                 null_key |= np.asarray(key.is_null().to_numpy(zero_copy_only=False), bool)
             c = pc.index_in(key, value_set=uniq)
