@@ -114,6 +114,9 @@ class FrameSpec:
             text += " EXCLUDE " + self.exclude.replace("_", " ").upper()
         return text
 
+    def __str__(self) -> str:
+        return self.sql()
+
     @property
     def has_offset(self) -> bool:
         """True when a bound is ``<offset> PRECEDING/FOLLOWING``."""

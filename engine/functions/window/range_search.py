@@ -110,6 +110,7 @@ class _KeyDomain:
         self.type = typ
         self.unit_nanos: int | None = None  # set for temporal keys
         self.date_days = False
+        self.date_as_micros = False  # a date key compared as timestamps (interval offsets)
         dense = _numeric_view(key)
         if pa.types.is_integer(typ) or pa.types.is_decimal(typ):
             self.kind = "integer"
@@ -135,6 +136,7 @@ class _KeyDomain:
             # date +/- interval is a timestamp: compare in microseconds
             self.values = self.values * np.int64(_DAY_NANOS // 1000)
             self.date_days, self.unit_nanos = False, 1000
+            self.date_as_micros = True
 
     def targets(self, bound: FrameBound, sign: int,
                 round_up: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -173,6 +175,8 @@ class _KeyDomain:
                                 f"{self.type}")
             return 0, exact_number(offset) * 10 ** self.scale
         if not interval:
+            if self.date_as_micros:  # date +/- integer = days, here in microseconds
+                return 0, exact_number(offset) * (_DAY_NANOS // 1000)
             if not self.date_days:
                 raise PlanError(f"RANGE offset over a {self.type} ORDER BY key must be an "
                                 f"interval, got {offset!r}")

@@ -42,6 +42,9 @@ class RangeExtremum:
         n = len(values)
         self.num_rows = n
         max_length = max(1, min(int(max_length), n))
+        # floor(log2(length)) for every possible query length, looked up instead of computed
+        self.log2 = (np.frexp(np.arange(max_length + 1, dtype=np.float64))[1] - 1).astype(
+            np.intp)
         levels = min(block_bits, _floor_log2(max_length))
         self.short_max = 1 << (levels + 1)  # queries shorter than this use the short table
         self.short = _sparse_levels(values, op, self.identity, levels)
@@ -51,10 +54,11 @@ class RangeExtremum:
             num_blocks = -(-n // size)
             padded = np.full(num_blocks * size, self.identity, dtype=values.dtype)
             padded[:n] = values
-            grid = padded.reshape(num_blocks, size)
-            self.prefix = op.accumulate(grid, axis=1).ravel()
-            self.suffix = op.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()
-            block_values = op.reduce(grid, axis=1)
+            # (size, num_blocks): running op down axis 0 is a few long vector operations
+            columns = np.ascontiguousarray(padded.reshape(num_blocks, size).T)
+            self.prefix = op.accumulate(columns, axis=0).T.ravel()
+            self.suffix = op.accumulate(columns[::-1], axis=0)[::-1].T.ravel()
+            block_values = op.reduce(columns, axis=0)
             longest_blocks = max(1, max_length // size)
             self.blocks = _sparse_levels(block_values, op, self.identity,
                                          _floor_log2(longest_blocks))
@@ -62,25 +66,37 @@ class RangeExtremum:
     def query(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """``op`` over ``values[lo[i]:hi[i]]`` for every i; ``identity`` where lo >= hi."""
         length = hi - lo
-        result = np.full(len(lo), self.identity, dtype=self.short.dtype)
+        if not self.use_blocks:
+            empty = length <= 0  # answered by a dummy [0, 1) query, then masked
+            result = _query_levels(self.short, self.num_rows, self.log2, self.op,
+                                   np.where(empty, 0, lo), np.where(empty, 1, hi))
+            return np.where(empty, self.identity, result)
         short = (length > 0) & (length < self.short_max)
+        long = length >= self.short_max
+        if long.all():
+            return self._query_blocks(lo, hi)
+        result = np.full(len(lo), self.identity, dtype=self.short.dtype)
         if short.any():
-            result[short] = _query_levels(self.short, self.op, lo[short], hi[short])
-        if self.use_blocks:
-            long = length >= self.short_max
-            if long.any():
-                result[long] = self._query_blocks(lo[long], hi[long])
+            result[short] = _query_levels(self.short, self.num_rows, self.log2, self.op,
+                                          lo[short], hi[short])
+        if long.any():
+            result[long] = self._query_blocks(lo[long], hi[long])
         return result
 
     def _query_blocks(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         last = hi - 1
-        result = self.op(self.suffix[lo], self.prefix[last])
+        result = self.op(np.take(self.suffix, lo), np.take(self.prefix, last))
         first_block = (lo >> self.block_bits) + 1
         end_block = last >> self.block_bits
         between = end_block > first_block
         if between.any():
-            inner = _query_levels(self.blocks, self.op, first_block[between], end_block[between])
-            result[between] = self.op(result[between], inner)
+            num_blocks = self.blocks.shape[1]
+            # rows without whole blocks in between query a dummy block and are masked out
+            safe_first = np.minimum(first_block, num_blocks - 1)
+            safe_end = np.maximum(end_block, safe_first + 1)
+            inner = _query_levels(self.blocks, num_blocks, self.log2, self.op, safe_first,
+                                  safe_end)
+            result = np.where(between, self.op(result, inner), result)
         return result
 
 
@@ -103,7 +119,10 @@ def _sparse_levels(values: np.ndarray, op: np.ufunc, identity: np.generic,
     return table
 
 
-def _query_levels(table: np.ndarray, op: np.ufunc, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _query_levels(table: np.ndarray, width: int, log2: np.ndarray, op: np.ufunc,
+                  lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Two overlapping power-of-two windows per query; requires hi > lo."""
-    level = np.frexp((hi - lo).astype(np.float64))[1].astype(np.int64) - 1
-    return op(table[level, lo], table[level, hi - (np.int64(1) << level)])
+    level = np.take(log2, hi - lo)
+    flat = table.ravel()
+    base = level * width
+    return op(np.take(flat, base + lo), np.take(flat, base + hi - (np.intp(1) << level)))
