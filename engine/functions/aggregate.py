@@ -153,9 +153,12 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
             raise PlanError(f"aggregate {spec.func}() is not supported")
     aggregations = [agg for _, agg in simple]
     if special:
-        # a list per group for each special aggregate; finished below, vectorized
+        # a list per group for each special aggregate (and for its ORDER BY columns, whose
+        # lists line up element by element); finished below, vectorized
         for i, spec in special:
             aggregations.append((spec.column, "list", None))
+            for name in spec.option("order_columns", ()):
+                aggregations.append((name, "list", None))
     grouped = work.group_by(keys, use_threads=False).aggregate(aggregations) if aggregations \
         else work.group_by(keys, use_threads=False).aggregate([([], "count_all", None)])
     n_keys = len(keys)
@@ -168,9 +171,13 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     for i, position in nan_checks:
         has_nan = pc.fill_null(grouped.column(n_keys + position), False)
         results[i] = pc.if_else(has_nan, pa.scalar(float("nan"), results[i].type), results[i])
-    for offset, (i, spec) in enumerate(special):
-        lists = grouped.column(n_keys + len(simple) + offset).combine_chunks()
-        results[i] = _finish_special(spec, lists)
+    position = n_keys + len(simple)
+    for i, spec in special:
+        lists = grouped.column(position).combine_chunks()
+        n_order = len(spec.option("order_columns", ()))
+        order_lists = [grouped.column(position + 1 + k).combine_chunks() for k in range(n_order)]
+        position += 1 + n_order
+        results[i] = _finish_special(spec, lists, order_lists)
     columns = key_columns + [_cast_result(results[i], spec.type) for i, spec in enumerate(specs)]
     names = keys + [spec.output for spec in specs]
     return pa.table(columns, names=names)
@@ -188,17 +195,29 @@ def _cast_result(column, type_: pa.DataType):
     return column if column.type == type_ else pc.cast(column, type_)
 
 
-def _finish_special(spec: AggregateSpec, lists: pa.ListArray) -> pa.Array:
+def _finish_special(spec: AggregateSpec, lists: pa.ListArray,
+                    order_lists: list[pa.ListArray] = ()) -> pa.Array:
     """Reduce a list per group (NULLs already inside) to the aggregate value, vectorized."""
     n_groups = len(lists)
     parents = pc.list_parent_indices(lists)
     values = pc.list_flatten(lists)
     valid = values.is_valid()
     parents, values = parents.filter(valid), values.filter(valid)
+    order_keys = [pc.list_flatten(keys).filter(valid) for keys in order_lists]
     if spec.distinct:
         pairs = pa.table({"g": parents, "v": values}).group_by(["g", "v"],
                                                               use_threads=False).aggregate([])
         parents, values = pairs["g"].combine_chunks(), pairs["v"].combine_chunks()
+        order_keys = [values for _ in order_keys]  # DISTINCT: the keys are the argument
+    if order_keys:  # ORDER BY inside the aggregate: sort each group's values by the keys
+        directions = spec.option("order_by")
+        columns = {"g": parents, **{f"k{i}": k for i, k in enumerate(order_keys)}}
+        sort_keys = [("g", "ascending", "at_end")] + [
+            (f"k{i}", "descending" if descending else "ascending",
+             "at_start" if nulls_first else "at_end")
+            for i, (descending, nulls_first) in enumerate(directions)]
+        order = pc.sort_indices(pa.table(columns), sort_keys=sort_keys)
+        parents, values = parents.take(order), values.take(order)
     func = spec.func
     if func in ("string_agg", "group_concat", "listagg"):
         order = np.argsort(parents.to_numpy(), kind="stable")

@@ -130,6 +130,22 @@ class PhysicalPlanner:
                     exprs.append(arg)
                     outputs.append(existing)
                 column_name = existing.field_name
+            options = call.options
+            if dict(call.options).get("order_by"):
+                # ORDER BY keys (args[1:]) as projected columns; a key equal to the argument
+                # reuses its (FILTER-masked) column: masked rows are dropped anyway
+                names = []
+                for key in call.args[1:]:
+                    if key == call.args[0]:
+                        names.append(column_name)
+                        continue
+                    found = next((o for e, o in zip(exprs, outputs) if e == key), None)
+                    if found is None:
+                        found = Column(next_id(), "__agg_order", key.type)
+                        exprs.append(key)
+                        outputs.append(found)
+                    names.append(found.field_name)
+                options = options + (("order_columns", tuple(names)),)
             func = call.func
             if func == "count_star" and call.filter is not None:
                 marker = Call("case", (call.filter, Literal(1, pa.int32()),
@@ -139,7 +155,7 @@ class PhysicalPlanner:
                 outputs.append(existing)
                 func, column_name = "count", existing.field_name
             specs.append(AggregateSpec(func, column_name, out.field_name, call.type,
-                                       call.distinct, call.options))
+                                       call.distinct, options))
         if not exprs:
             # global COUNT(*) only: aggregate over a row-count-preserving dummy column
             exprs, outputs = [Literal(1, pa.int8())], [Column(next_id(), "__rows", pa.int8())]

@@ -776,6 +776,9 @@ class _Collector:
 
     def placeholder(self, node: exp.Expression) -> Column:
         if isinstance(node, exp.Window):
+            if isinstance(node.this, exp.Expression) and node.this.find(exp.Order):
+                raise NotSupportedError("ORDER BY inside the arguments of a window function "
+                                        "is not supported yet")
             call = self._window(node)
             for existing, column in zip(self.windows, self.window_columns):
                 if existing == call:
@@ -813,6 +816,9 @@ class _Collector:
         options: list[tuple[str, Any]] = []
         arg_nodes: list[exp.Expression] = []
         this = node.this if "this" in node.args else None
+        order_nodes: list[exp.Ordered] = []
+        if isinstance(this, exp.Order):  # string_agg(s, ',' ORDER BY s)
+            order_nodes, this = list(this.expressions), this.this
         if isinstance(this, exp.Distinct):
             distinct = True
             arg_nodes = list(this.expressions)
@@ -848,10 +854,33 @@ class _Collector:
                    for e in walk(a)):
                 raise PlanError(f"aggregate function calls cannot be nested: {node.sql()}")
         result_type = aggregate_return_type(name, [a.type for a in args])
+        order_keys = self._aggregate_order(name, node, order_nodes, args, distinct)
         if name == "string_agg" and args and args[0].type != pa.string():
             from plansight.engine.functions.scalar import cast_expr
             args = (cast_expr(args[0], pa.string()),)
+        if order_keys:
+            # the ORDER BY keys travel as extra arguments (so projections and pushdown see
+            # them); the "order_by" option holds (descending, nulls_first) per key
+            args = args + tuple(key for key, _, _ in order_keys)
+            options.append(("order_by", tuple((d, n) for _, d, n in order_keys)))
         return AggregateCall(name, args, result_type, distinct, filter_expr, tuple(options))
+
+    def _aggregate_order(self, name, node, order_nodes, args, distinct):
+        """The bound ORDER BY keys of an order-sensitive aggregate; [] when order does not
+        matter to ``name`` (sum, count, ...: DuckDB accepts and ignores it)."""
+        if not order_nodes or name not in ("string_agg", "list", "first", "any_value"):
+            return []
+        if name != "string_agg":
+            raise NotSupportedError(f"ORDER BY inside {name}() is not supported yet")
+        keys = []
+        for ordered in order_nodes:
+            descending = bool(ordered.args.get("desc"))
+            keys.append((self._inner(ordered.this), descending,
+                         self.binder._nulls_first(ordered, descending)))
+        if distinct and any(key != args[0] for key, _, _ in keys):
+            raise PlanError("in a DISTINCT aggregate, ORDER BY expressions must appear in the "
+                            f"argument list: {node.sql(dialect='duckdb')}")
+        return keys
 
     def _window(self, node: exp.Window) -> WindowCall:
         from plansight.engine.functions import window as wf
