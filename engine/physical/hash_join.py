@@ -37,25 +37,70 @@ def _canonical(key: pa.Array) -> pa.Array:
     return pc.add(key, 0.0) if pa.types.is_floating(key.type) else key
 
 
+def _integer_values(key: pa.Array) -> np.ndarray | None:
+    """The key as int64 numbers (NULLs as 0) when its type is integer-like, else None."""
+    t = key.type
+    if pa.types.is_integer(t):
+        return np.asarray(key.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or \
+            pa.types.is_duration(t):
+        as_int = key.view(pa.int64() if t.bit_width == 64 else pa.int32())
+        return np.asarray(as_int.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return None
+
+
+class ColumnLookup:
+    """One key column's distinct build values, built once and probed by every batch.
+
+    Integer-like keys keep the sorted distinct values in numpy and probe with searchsorted;
+    other types use Arrow's ``index_in``, which rebuilds its hash set per call, so the join
+    coalesces probe batches for them (``needs_large_probes``).
+    """
+
+    def __init__(self, key: pa.Array, null_equal: bool):
+        key = _canonical(key)
+        values = _integer_values(key) if not (null_equal and key.null_count) else None
+        self.needs_large_probes = values is None
+        if values is not None:
+            valid = np.asarray(key.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            self.sorted = np.unique(values[valid])
+            self.cardinality = len(self.sorted)
+        else:
+            self.uniques = pc.unique(key.drop_null()) if key.null_count and not null_equal \
+                else pc.unique(key)
+            self.cardinality = len(self.uniques)
+
+    def codes(self, key: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """(code per row, mask of rows whose value exists on the build side)."""
+        key = _canonical(key)
+        if not self.needs_large_probes:
+            values = _integer_values(key)
+            if self.cardinality == 0:
+                return np.zeros(len(key), np.int64), np.zeros(len(key), dtype=bool)
+            position = np.minimum(np.searchsorted(self.sorted, values), self.cardinality - 1)
+            found = self.sorted[position] == values
+            if key.null_count:
+                found &= np.asarray(key.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            return position.astype(np.int64), found
+        c = pc.index_in(key, value_set=self.uniques)
+        found = np.asarray(c.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        return np.asarray(c.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64), found
+
+
 class KeyIndex:
     """Build-side key groups, and the mapping of probe keys onto them."""
 
     def __init__(self, keys: list[pa.Array], null_equal: bool = False):
-        self.uniques = []
+        self.lookups = [ColumnLookup(key, null_equal) for key in keys]
+        self.needs_large_probes = any(lk.needs_large_probes for lk in self.lookups)
         self._space = 1  # size of the combined code space so far
         codes = None
-        self.cards = []
         self.compress: list[np.ndarray | None] = []
         valid = np.ones(len(keys[0]) if keys else 0, dtype=bool)
-        for key in keys:
-            key = _canonical(key)
-            uniq = pc.unique(key.drop_null()) if key.null_count and not null_equal \
-                else pc.unique(key)
-            self.uniques.append(uniq)
-            c = pc.index_in(key, value_set=uniq)
-            valid &= np.asarray(c.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-            c = np.asarray(c.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-            codes, compress = self._combine(codes, c, len(uniq), build=True)
+        for key, lookup in zip(keys, self.lookups):
+            c, found = lookup.codes(key)
+            valid &= found
+            codes, compress = self._combine(codes, c, lookup.cardinality, build=True)
             self.compress.append(compress)
         codes = np.where(valid, codes, -1) if codes is not None else np.empty(0, np.int64)
         self.dense: np.ndarray | None = None
@@ -90,17 +135,15 @@ class KeyIndex:
         codes = None
         found = np.ones(n, dtype=bool)
         null_key = np.zeros(n, dtype=bool)
-        for key, uniq, compress in zip(keys, self.uniques, self.compress):
-            key = _canonical(key)
+        for key, lookup, compress in zip(keys, self.lookups, self.compress):
             if key.null_count:
                 null_key |= np.asarray(key.is_null().to_numpy(zero_copy_only=False), bool)
-            c = pc.index_in(key, value_set=uniq)
-            found &= np.asarray(c.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-            c = np.asarray(c.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            c, hit = lookup.codes(key)
+            found &= hit
             if codes is None:
                 codes = c
             else:
-                codes = codes * len(uniq) + c
+                codes = codes * lookup.cardinality + c
                 if compress is not None:
                     pos = np.searchsorted(compress, codes)
                     pos = np.minimum(pos, len(compress) - 1)
@@ -194,7 +237,12 @@ class HashJoinExec(ExecutionPlan):
                 for _ in self.right.execute(partition, ctx):
                     pass
                 return
-            for batch in self.right.execute(partition, ctx):
+            probes = self.right.execute(partition, ctx)
+            if index.needs_large_probes:
+                # Arrow's index_in rebuilds the build-side hash set per call: probe with
+                # batches at least as large as the build side so that cost stays linear
+                probes = coalesce_batches(probes, max(ctx.batch_size, build.num_rows))
+            for batch in probes:
                 keys = [evaluate(right, batch) for _, right in self.on]
                 codes, null_key = index.probe_codes(keys)
                 excluded = null_key if (self.null_aware and not build_empty) else None
@@ -213,6 +261,19 @@ class HashJoinExec(ExecutionPlan):
             if last:
                 self._finished = 0
                 self.release()
+
+
+def coalesce_batches(batches, min_rows: int):
+    """Concatenate consecutive batches until each holds at least ``min_rows`` rows."""
+    pending, rows = [], 0
+    for batch in batches:
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= min_rows:
+            yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+            pending, rows = [], 0
+    if rows:
+        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
 def _chunks(batch: pa.RecordBatch, codes: np.ndarray, index: KeyIndex, max_pairs: int):
