@@ -262,6 +262,11 @@ def negate_kernel(args: list[Value], call_: Call) -> Value:
 
 def shift_timestamp(stamp: Value, interval: Value, sign: int) -> Value:
     """``stamp`` ± ``interval``: calendar months first (clamped), then days, then time."""
+    if is_scalar(interval) and interval.is_valid and interval.as_py().months == 0:
+        value = interval.as_py()  # no months: a fixed duration, one Arrow kernel
+        micros = value.days * C.MICROS_PER_DAY + value.nanoseconds // 1000
+        shifted = pc.add(stamp, pa.scalar(sign * micros, pa.duration("us")))
+        return pc.cast(shifted, stamp.type) if shifted.type != stamp.type else shifted
     (stamps, intervals), scalar = broadcast([stamp, interval])
     unit = stamps.type.unit
     per_day = {"s": 86_400, "ms": 86_400_000, "us": C.MICROS_PER_DAY,

@@ -245,11 +245,11 @@ def substring_kernel(args: list[Value], call_: Call) -> Value:
     """DuckDB: a negative start counts from the end; a negative length takes the characters
     before ``start``; the result is the 1-based range intersected with the string."""
     strings = args[0]
-    if (len(args) == 3 and all(is_scalar(a) for a in args[1:]) and not is_scalar(strings)
-            and args[1].is_valid and args[2].is_valid and args[1].as_py() > 0
-            and args[2].as_py() >= 0):
-        start = args[1].as_py() - 1
-        return pc.utf8_slice_codeunits(strings, start, start + args[2].as_py())
+    if all(is_scalar(a) for a in args[1:]):
+        if not all(a.is_valid for a in args[1:]):
+            return _null_like(args, pa.string())
+        bounds = _constant_slice(args[1].as_py(), args[2].as_py() if len(args) == 3 else None)
+        return pc.utf8_slice_codeunits(strings, *bounds)
     (array, *_), all_scalar = broadcast(args)
     n = len(array)
     lengths = to_numpy(pc.utf8_length(array)).astype(np.int64)
@@ -266,8 +266,28 @@ def substring_kernel(args: list[Value], call_: Call) -> Value:
                        all_scalar)
 
 
+def _constant_slice(start: int, count: int | None) -> tuple[int, int | None]:
+    """DuckDB's substring(s, start, count) with constant start/count as Python-style slice
+    bounds for Arrow's utf8_slice_codeunits (negative bounds count from the end, clamped)."""
+    if count is None:
+        return (start - 1 if start > 0 else start if start < 0 else 0), None
+    first = start - 1 if start > 0 else start if start < 0 else -1  # 0-based, maybe negative
+    low, high = (first, first + count) if count >= 0 else (first + count, first)
+    if start > 0 or start == 0:
+        return max(low, 0), max(high, 0)
+    return low, (high if high < 0 else None)  # negative window: None runs to the end
+
+
 @kernel("left", "right")
 def left_right_kernel(args: list[Value], call_: Call) -> Value:
+    if is_scalar(args[1]):
+        if not args[1].is_valid:
+            return _null_like(args, pa.string())
+        n = args[1].as_py()  # negative n: all but the last (left) / first (right) |n|
+        if call_.func == "left":
+            return pc.utf8_slice_codeunits(args[0], 0, n)
+        return pc.utf8_slice_codeunits(args[0], -n, None) if n else \
+            pc.utf8_slice_codeunits(args[0], 0, 0)
     (array, _), all_scalar = broadcast(args)
     n = len(array)
     lengths = to_numpy(pc.utf8_length(array)).astype(np.int64)
@@ -281,6 +301,11 @@ def left_right_kernel(args: list[Value], call_: Call) -> Value:
 @kernel("lpad", "rpad")
 def pad_kernel(args: list[Value], call_: Call) -> Value:
     """Pad to ``width`` characters with ``fill`` repeated, or truncate to ``width``."""
+    if (is_scalar(args[1]) and is_scalar(args[2]) and args[1].is_valid and args[2].is_valid
+            and len(args[2].as_py()) == 1):
+        width = max(args[1].as_py(), 0)
+        pad = pc.utf8_lpad if call_.func == "lpad" else pc.utf8_rpad
+        return pad(pc.utf8_slice_codeunits(args[0], 0, width), width, args[2].as_py())
     (array, _, fill), all_scalar = broadcast(args)
     n = len(array)
     lengths = to_numpy(pc.utf8_length(array)).astype(np.int64)
