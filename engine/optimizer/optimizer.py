@@ -9,9 +9,11 @@ from plansight.engine.optimizer.fold_constants import fold_constants
 from plansight.engine.optimizer.push_down_filters import push_down_filters
 from plansight.engine.optimizer.push_down_limit import push_down_limit
 from plansight.engine.optimizer.push_down_projections import push_down_projections
+from plansight.engine.optimizer.unwrap_cast_in_comparison import unwrap_cast_in_comparison
 
 RULES = (
     fold_constants,          # first: later rules see literals, not 1 + 1
+    unwrap_cast_in_comparison,  # on folded literals: compare columns in their own type
     decorrelate_subqueries,  # before pushdown: subqueries become joins filters can move into
     eliminate_cross_joins,   # FROM a, b, c: join in the order equalities connect them
     push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
