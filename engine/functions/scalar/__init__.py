@@ -73,6 +73,8 @@ def evaluate_call(call: Call, args: list[Value], num_rows: int | None = None) ->
     if fn is None:
         raise InternalError(f"no kernel for scalar function '{call.func}'")
     args = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in args]
+    # kernels work on plain arrays: decode dictionary-encoded inputs (e.g. from Parquet)
+    args = [a.cast(a.type.value_type) if pa.types.is_dictionary(a.type) else a for a in args]
     try:
         if call.func in ROW_COUNT_KERNELS:
             result = fn(args, call, num_rows=num_rows)

@@ -57,6 +57,10 @@ def is_numeric(t: pa.DataType) -> bool:
 
 
 def is_string(t: pa.DataType) -> bool:
+    """VARCHAR: Arrow string, large_string, string_view, or dictionary-encoded strings
+    (evaluate_call decodes dictionaries before kernels see them)."""
+    if pa.types.is_dictionary(t):
+        return is_string(t.value_type)
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
@@ -315,14 +319,17 @@ def unify(args: Sequence[Expr], context: str, *, cast) -> tuple[list[Expr], pa.D
         # integer literals do not widen an integer column's type if they fit it
         if non_literal and is_integer(target):
             for lit in typed:
-                if isinstance(lit, Literal) and is_integer(lit.type) and not literal_fits(
-                        lit.value, target):
+                if not isinstance(lit, Literal):
+                    continue
+                if not is_integer(lit.type) or not literal_fits(lit.value, target):
                     target = common_supertype([target, lit.type], context)
         elif non_literal:
             target = common_supertype([target] + [a.type for a in typed
                                                   if isinstance(a, Literal)], context)
     if is_null_type(target):
         target = pa.int32()  # all NULL: DuckDB's default type for an untyped NULL
+    if pa.types.is_dictionary(target):
+        target = target.value_type
     out = [a if a.type == target else cast(a, target) for a in args]
     return out, target
 
