@@ -270,7 +270,7 @@ def _constant_slice(start: int, count: int | None) -> tuple[int, int | None]:
     """DuckDB's substring(s, start, count) with constant start/count as Python-style slice
     bounds for Arrow's utf8_slice_codeunits (negative bounds count from the end, clamped)."""
     if count is None:
-        return (start - 1 if start > 0 else start if start < 0 else 0), None
+        return (start - 1 if start > 0 else min(0, start)), None
     first = start - 1 if start > 0 else start if start < 0 else -1  # 0-based, maybe negative
     low, high = (first, first + count) if count >= 0 else (first + count, first)
     if start > 0 or start == 0:
