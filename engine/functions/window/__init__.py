@@ -66,7 +66,8 @@ def evaluate_window(func: str, args: list[pa.Array], *, partition_starts: np.nda
         func: lower-case function name (``count_star`` for ``count(*)``).
         args: argument arrays, one value per row (constants too).
         partition_starts: int64 start row of every partition plus the row count as last element.
-        order_keys: ORDER BY columns, already sorted within partitions.
+        order_keys: ORDER BY columns, already sorted within partitions, DuckDB-style: NaN
+            above every number (``pc.sort_indices`` puts NaN next to the NULLs instead).
         descending, nulls_first: sort direction and NULL placement of every order key.
         frame: the frame clause; None means the SQL default (RANGE UNBOUNDED PRECEDING ..
             CURRENT ROW with order keys, the whole partition without).

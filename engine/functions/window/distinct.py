@@ -31,8 +31,8 @@ from .summation import channel_prefix, channel_sum
 
 
 def value_codes(values: pa.Array) -> np.ndarray:
-    """int64 codes with equal codes for equal values (NaN == NaN, -0.0 == 0.0); NULL slots
-    hold an arbitrary code.
+    """int64 codes, equal exactly for equal values (NaN == NaN, -0.0 == 0.0); NULL slots hold
+    an arbitrary code. Numbers are their own codes (no sort); other types get dense ranks.
 
     Example:
         >>> value_codes(pa.array(["b", "a", "b", None]))[:3].tolist()
@@ -42,17 +42,19 @@ def value_codes(values: pa.Array) -> np.ndarray:
     if pa.types.is_dictionary(typ):
         values = values.dictionary_decode()
         typ = values.type
-    if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ) \
-            or pa.types.is_temporal(typ):
-        if pa.types.is_boolean(typ):
-            values = values.cast(pa.int8())
-        elif pa.types.is_temporal(typ):
-            values = values.cast(pa.int64()) if not pa.types.is_date32(typ) and not (
-                pa.types.is_time32(typ)) else values.cast(pa.int32())
-        elif pa.types.is_float16(typ):
-            values = values.cast(pa.float32())
-        raw = values.fill_null(0).to_numpy(zero_copy_only=False)
-        return np.unique(raw, return_inverse=True)[1].astype(np.int64)
+    if pa.types.is_floating(typ):
+        floats = values.cast(pa.float64()).fill_null(0.0).to_numpy()
+        # one bit pattern per value: +0.0 for -0.0, one canonical NaN
+        floats = np.where(np.isnan(floats), np.nan, floats + 0.0)
+        return floats.view(np.int64)
+    if pa.types.is_boolean(typ):
+        return values.cast(pa.int64()).fill_null(0).to_numpy()
+    if pa.types.is_integer(typ):
+        raw = values.fill_null(0).to_numpy()
+        return raw.view(np.int64) if raw.dtype == np.uint64 else raw.astype(np.int64)
+    if pa.types.is_temporal(typ) and not pa.types.is_interval(typ):
+        storage = pa.int32() if typ.bit_width == 32 else pa.int64()
+        return values.cast(storage).fill_null(0).to_numpy().astype(np.int64)
     ranks = pc.rank(values, sort_keys="ascending", tiebreaker="dense")
     return ranks.to_numpy().astype(np.int64) - 1
 
@@ -62,7 +64,7 @@ def occurrences(codes: np.ndarray, contributing: np.ndarray) -> tuple[np.ndarray
     (-1 / n when there is none). Non-contributing rows get prev = n, so they never count."""
     n = len(codes)
     rows = np.flatnonzero(contributing).astype(np.int64)
-    order = np.lexsort((rows, codes[rows]))
+    order = np.argsort(codes[rows], kind="stable")  # rows stay ascending within a code
     sorted_rows, sorted_codes = rows[order], codes[rows][order]
     same = sorted_codes[1:] == sorted_codes[:-1]
     prev = np.full(n, n, dtype=np.int64)
@@ -102,10 +104,12 @@ def distinct_elements(segments: Segments, codes: np.ndarray, contributing: np.nd
     frame order."""
     expansion = expand_frames(segments, contributing, what)
     owner = expansion.owner()
-    num_codes = np.int64(codes.max() + 1) if len(codes) else np.int64(1)
-    key = owner * num_codes + codes[expansion.rows]
-    _, first = np.unique(key, return_index=True)
-    kept = np.sort(first)
+    element_codes = codes[expansion.rows]
+    order = np.lexsort((element_codes, owner))  # stable: frame order inside equal values
+    sorted_owner, sorted_codes = owner[order], element_codes[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (sorted_owner[1:] != sorted_owner[:-1]) | (sorted_codes[1:] != sorted_codes[:-1])
+    kept = np.sort(order[first])
     counts = np.bincount(owner[kept], minlength=len(expansion.offsets) - 1)
     return Expansion(expansion.rows[kept], prefix(counts))
 

@@ -52,7 +52,7 @@ FRAMES = [
     ("range", FrameSpec("range", P(30), F(10))),
     ("range", FrameSpec("range", P(200), P(20), "group")),
     ("groups", FrameSpec("groups", P(50), CR, "ties")),
-    ("groups", FrameSpec("groups", CR, F(400), "current_row")),
+    ("groups", FrameSpec("groups", CR, F(400))),
 ]
 
 
