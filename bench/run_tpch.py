@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="Parquet folder (default bench/data/sf{N})")
     parser.add_argument("--output", type=Path, default=None,
                         help="report path (default bench/results/tpch_sf{N}.md)")
+    parser.add_argument("--note", default="", help="free text added to the report")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -196,7 +197,6 @@ def main(argv: list[str] | None = None) -> int:
 
     runners = {e: EngineRunner(e, data, setup_timeout=max(600.0, args.timeout)) for e in engines}
     results: dict[int, dict[str, dict[str, Any]]] = {}
-    notes: list[str] = []
     try:
         for number in numbers:
             results[number] = {}
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         for runner in runners.values():
             runner.close()
 
-    report = render(args, label, engines, numbers, results, runners, notes)
+    report = render(args, label, engines, numbers, results, runners)
     print(report)
     common.write_report(output, report)
     print(f"written to {output}", file=sys.stderr)
@@ -239,8 +239,8 @@ def parse_queries(text: str) -> list[int]:
 
 
 def render(args: argparse.Namespace, label: str, engines: list[str], numbers: list[int],
-           results: dict[int, dict[str, dict[str, Any]]], runners: dict[str, EngineRunner],
-           notes: list[str]) -> str:
+           results: dict[int, dict[str, dict[str, Any]]],
+           runners: dict[str, EngineRunner]) -> str:
     reference = "plansight" if "plansight" in engines else None
     others = [e for e in engines if e != reference]
     headers = ["query", *(f"{e} ms" for e in engines)]
@@ -303,6 +303,7 @@ def render(args: argparse.Namespace, label: str, engines: list[str], numbers: li
         f"timeout {args.timeout:g} s per run. Data: tpchgen-cli Parquet, scale factor "
         f"{args.scale:g}. `{MISSING}` = failed or timed out (see below)"
         + ("; `*` = row count differs from DuckDB's." if oracle else "."),
+        *(["", f"Note: {args.note}"] if args.note else []),
         "",
         markdown_table(headers, rows),
         "",
@@ -324,7 +325,6 @@ def render(args: argparse.Namespace, label: str, engines: list[str], numbers: li
                 grouped.setdefault(failure, []).append(query)
             lines += [f"- {engine} ({', '.join(queries)}): {failure}"
                       for failure, queries in grouped.items()]
-    lines += notes
     return "\n".join(lines) + "\n"
 
 

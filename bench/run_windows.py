@@ -329,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=None,
                         help="report path (default bench/results/windows.md, "
                              "windows_scaling.md with --scaling)")
+    parser.add_argument("--note", default="", help="free text added to the report")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -360,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
          f"{args.timeout:g} s per run (a query's runs share repeat × timeout). MiB = peak RSS "
          f"of the engine's process while the query ran (includes the input table). "
          f"`{MISSING}` = failed or timed out (see Failures)."),
+        *(["", f"Note: {args.note}"] if args.note else []),
         "",
         body,
         "## Machine",
