@@ -103,9 +103,8 @@ def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
     mapping: dict[int, Expr] = {}
     for sub in found:
         if sub.kind != "scalar":
-            raise NotSupportedError("EXISTS / IN subqueries are supported as top-level "
-                                    "conditions of WHERE (combined with AND), not inside "
-                                    "OR, CASE or other expressions")
+            plan, mapping[sub.plan_key] = _mark_subquery(plan, sub)
+            continue
         inner = decorrelate_subqueries(sub.plan)
         outer_ids = produced_ids(plan)
         value = inner.columns[0]
@@ -138,6 +137,86 @@ def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
             return mapping[e.plan_key]
         return e
     return plan, transform(expr, swap)
+
+
+def _mark_subquery(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalPlan, Expr]:
+    """EXISTS / IN as a value (in the SELECT list, under OR, CASE, ...): left joins that
+    cannot add rows, and a three-valued result.
+
+        EXISTS (S WHERE i = o)   ->  left join DISTINCT i of S, marked   => marker IS NOT NULL
+        x IN (SELECT y FROM S WHERE i = o)
+            -> left join DISTINCT (i, y) of S on i = o AND y = x         => matched
+               left join (i, count(*) n, count(y) nn) of S on i = o      => n, nn
+               CASE WHEN matched THEN TRUE WHEN n is 0 or NULL THEN FALSE
+                    WHEN x IS NULL OR n > nn THEN NULL ELSE FALSE END
+
+    Correlation must be through equalities (inner = outer); other shapes raise
+    NotSupportedError.
+    """
+    from plansight.engine.functions.scalar import resolve_operator
+    from plansight.engine.functions.scalar.conditional import bind_case
+    from plansight.engine.logical.expr import AggregateCall
+
+    def op(name: str, *args: Expr) -> Expr:
+        return resolve_operator(name, list(args), {})
+
+    inner = decorrelate_subqueries(sub.plan)
+    keep = [inner.columns[0]] if sub.kind == "in" else []
+    inner, correlated = _pull_correlated(inner, produced_ids(plan), keep,
+                                         for_exists=sub.kind == "exists")
+    inner_ids = produced_ids(inner)
+    pairs = []
+    for predicate in correlated:
+        inner_side = _equality_inner_side(predicate, inner_ids)
+        if inner_side is None:
+            raise NotSupportedError(
+                "EXISTS / IN subqueries inside expressions (SELECT list, OR, CASE) may only "
+                f"correlate through equality conditions (inner = outer); found: {predicate}")
+        outer_side = next(a for a in predicate.args if a is not inner_side)
+        pairs.append((inner_side, outer_side))
+
+    def distinct_of(exprs: list[Expr]) -> tuple[lp.LogicalPlan, list[Column], Column]:
+        outputs = [Column(next_id(), "__key", e.type) for e in exprs]
+        grouped = lp.Aggregate(inner, tuple(exprs), tuple(outputs), (), ())
+        marker = Column(next_id(), "__matched", pa.bool_())
+        marked = lp.Projection(grouped, tuple(outputs) + (Literal(True, pa.bool_()),),
+                               tuple(outputs) + (marker,))
+        return marked, outputs, marker
+
+    def on(keys: list[Column]) -> Expr | None:
+        return conjunction([op("eq", outer, key) for (_, outer), key in zip(pairs, keys)])
+
+    if sub.kind == "exists":
+        if pairs:
+            marked, keys, marker = distinct_of([i for i, _ in pairs])
+            plan = lp.Join(plan, marked, "left", (), on(keys))
+            value = op("is_not_null", marker)
+        else:  # uncorrelated: one count for all rows
+            count = Column(next_id(), "__rows", pa.int64())
+            counted = lp.Aggregate(inner, (), (), (AggregateCall("count_star", (), pa.int64()),),
+                                   (count,))
+            plan = lp.Join(plan, counted, "left", (), None)
+            value = op("gt", count, Literal(0, pa.int64()))
+        return plan, (op("not", value) if sub.negated else value)
+
+    needle, candidate = sub.needle, inner.columns[0]
+    marked, keys, marker = distinct_of([i for i, _ in pairs] + [candidate])
+    condition = conjunction([c for c in (on(keys[:-1]), op("eq", needle, keys[-1]))
+                             if c is not None])
+    plan = lp.Join(plan, marked, "left", (), condition)
+    rows, values = Column(next_id(), "__rows", pa.int64()), Column(next_id(), "__values",
+                                                                   pa.int64())
+    group_outputs = tuple(Column(next_id(), "__key", i.type) for i, _ in pairs)
+    stats = lp.Aggregate(inner, tuple(i for i, _ in pairs), group_outputs,
+                         (AggregateCall("count_star", (), pa.int64()),
+                          AggregateCall("count", (candidate,), pa.int64())), (rows, values))
+    plan = lp.Join(plan, stats, "left", (), on(list(group_outputs)))
+    empty = op("or", op("is_null", rows), op("eq", rows, Literal(0, pa.int64())))
+    unknown = op("or", op("is_null", needle), op("gt", rows, values))
+    value = bind_case([op("is_not_null", marker), empty, unknown],
+                      [Literal(True, pa.bool_()), Literal(False, pa.bool_()),
+                       Literal(None, pa.bool_())], Literal(False, pa.bool_()))
+    return plan, (op("not", value) if sub.negated else value)
 
 
 def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Column],
