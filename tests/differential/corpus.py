@@ -173,6 +173,9 @@ JOINS = [
     "SELECT k, t.id, u.uid FROM t FULL JOIN u USING (k)",
     "SELECT * FROM t JOIN u USING (k, s)",
     "SELECT * FROM t NATURAL JOIN u",
+    "SELECT * FROM t NATURAL FULL JOIN u",
+    "SELECT * FROM t FULL JOIN u USING (k)",
+    "SELECT t.k, u.k, k FROM t FULL JOIN u USING (k) WHERE k > 1",
     "SELECT t.id, u.uid, e.id FROM t JOIN u ON t.k = u.k JOIN e ON e.v = t.v",
     "SELECT t.id, u.uid, e.id FROM t LEFT JOIN u ON t.k = u.k LEFT JOIN e ON e.v = u.w",
     "SELECT t.id, x.uid FROM t JOIN t_empty y ON t.k = y.k JOIN u x ON x.k = t.k",
@@ -191,6 +194,10 @@ JOINS = [
     "SELECT t.id, u.uid FROM t JOIN u ON t.k = u.k WHERE t.v > 0 AND u.w > 0",
     "SELECT t.id, u.uid FROM t JOIN u ON t.k = u.k AND t.k > 1",
     "SELECT t.id, u.uid FROM t JOIN u ON t.d < DATE '2024-01-01' AND t.k = u.k",
+    "SELECT a.id, b.id FROM fl a JOIN fl b ON a.x = b.x",
+    "SELECT a.id, b.id FROM fl a LEFT JOIN fl b ON a.x = b.x AND a.id <> b.id",
+    "SELECT id FROM fl WHERE x IN (SELECT x FROM fl WHERE id > 5)",
+    "SELECT id FROM fl WHERE x NOT IN (SELECT x FROM fl WHERE id = 6)",
 ]
 
 AGGREGATES = [
@@ -232,8 +239,16 @@ AGGREGATES = [
     "SELECT k, median(v), median(f), quantile_cont(v, 0.25), quantile_disc(v, 0.75) FROM t "
     "GROUP BY k",
     "SELECT median(v), quantile_cont(f, 0.9), quantile_disc(f, 0.5), median(dec) FROM t",
+    "SELECT k, median(d), median(ts), quantile_cont(ts, 0.3), quantile_disc(d, 0.5) FROM t "
+    "GROUP BY k",
+    "SELECT median(big), quantile_cont(dec, 0.3), quantile_disc(s, 0.3), median(dec) FROM t_empty",
     "SELECT k, string_agg(s, ',' ORDER BY s) FROM t GROUP BY k",
     "SELECT k, string_agg(DISTINCT s, '|' ORDER BY s) FROM t GROUP BY k",
+    "SELECT k, string_agg(s, ',' ORDER BY v DESC NULLS FIRST, id) FROM t GROUP BY k",
+    "SELECT string_agg(s, ';' ORDER BY id DESC) FILTER (WHERE v > 0), "
+    "string_agg(s ORDER BY s DESC) FROM t",
+    "SELECT k, string_agg(v, '-' ORDER BY f, id), sum(v ORDER BY id) FROM t GROUP BY k",
+    "SELECT string_agg(DISTINCT s, ',' ORDER BY s DESC) FROM t_empty",
     "SELECT k, any_value(s) FROM e GROUP BY k",
     "SELECT k, product(v) FROM t GROUP BY k",
     "SELECT k, sum(v * 2 + 1), avg(f) * 2, sum(v) / count(v), max(v) - min(v) FROM t "
@@ -249,6 +264,10 @@ AGGREGATES = [
     "SELECT k, sum(big) FROM t GROUP BY k",
     "SELECT count(x), sum(x), min(x), max(x) FROM fl WHERE x = x",
     "SELECT x, count(*) FROM fl GROUP BY x",
+    "SELECT count(DISTINCT x), max(DISTINCT x), min(x), max(x) FROM fl",
+    "SELECT id % 2, max(x), min(x), sum(x) FROM fl GROUP BY 1",
+    "SELECT max(x) FROM fl WHERE id IN (2, 8)",
+    "SELECT DISTINCT x FROM fl",
 ]
 
 ORDER_LIMIT = [
@@ -314,6 +333,8 @@ SET_OPERATIONS = [
     "SELECT k FROM t INTERSECT ALL SELECT k FROM u",
     "SELECT k FROM t EXCEPT ALL SELECT k FROM u",
     "SELECT count(*) FROM (SELECT s FROM t UNION SELECT s FROM u)",
+    "SELECT x FROM fl INTERSECT SELECT x FROM fl WHERE id > 5",
+    "SELECT x FROM fl EXCEPT SELECT x FROM fl WHERE id = 6",
 ]
 
 VALUES_CTE = [
@@ -350,6 +371,8 @@ SUBQUERIES = [
     "SELECT id, s IN (SELECT s FROM u) FROM t",
     "SELECT id FROM t WHERE v IN (SELECT w FROM u WHERE u.k = t.k)",
     "SELECT id FROM t WHERE v NOT IN (SELECT w FROM u WHERE u.k = t.k)",
+    "SELECT id FROM t WHERE k NOT IN (SELECT k FROM u WHERE u.w > t.v)",
+    "SELECT id FROM t WHERE v NOT IN (SELECT w FROM u WHERE u.k = t.k AND u.w IS NOT NULL)",
     "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k)",
     "SELECT id FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.k = t.k)",
     "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.w > t.v)",
@@ -367,6 +390,10 @@ SUBQUERIES = [
     "SELECT id, (SELECT count(w) FROM u WHERE u.k = t.k) FROM t",
     "SELECT id, (SELECT max(name) FROM u WHERE u.k = t.k) FROM t",
     "SELECT id FROM t WHERE v > (SELECT avg(w) FROM u WHERE u.k = t.k)",
+    "SELECT id, (SELECT coalesce(sum(w), -1) FROM u WHERE u.k = t.k) FROM t",
+    "SELECT id, (SELECT count(*) + 1 FROM u WHERE u.k = t.k), "
+    "(SELECT sum(w) FROM u WHERE u.k = t.k) FROM t",
+    "SELECT id, (SELECT count(*) FROM u WHERE u.k = t.k AND u.w > t.v) FROM t",
     "SELECT id FROM t WHERE (SELECT count(*) FROM u WHERE u.k = t.k) = 0",
     "SELECT id FROM t WHERE (SELECT count(*) FROM u WHERE u.k = t.k) > 1",
     "SELECT k, sum(v) FROM t GROUP BY k HAVING sum(v) > (SELECT avg(w) FROM u)",
@@ -385,6 +412,14 @@ SUBQUERIES = [
     "SELECT id FROM t WHERE k IN (SELECT k FROM u) OR v < 0",
     "SELECT id FROM t WHERE id IN (SELECT id FROM t WHERE v > 0 UNION SELECT id FROM t "
     "WHERE f < 0)",
+    "SELECT id, v IN (SELECT w FROM u WHERE u.k = t.k), "
+    "v NOT IN (SELECT w FROM u WHERE u.k = t.k) FROM t",
+    "SELECT id, EXISTS (SELECT 1 FROM t_empty), NOT EXISTS (SELECT 1 FROM u WHERE u.w > 50) "
+    "FROM t",
+    "SELECT id, k IN (SELECT k FROM u_empty), k NOT IN (SELECT k FROM u_empty) FROM t",
+    "SELECT id, CASE WHEN k IN (SELECT x FROM n) THEN 'in' ELSE 'out' END FROM t",
+    "SELECT k, count(*) FROM t GROUP BY k HAVING k IN (SELECT k FROM u) OR count(*) > 2",
+    "SELECT id, EXISTS (SELECT 1 FROM u WHERE u.w > t.v) FROM t",
 ]
 
 BIG = [
@@ -406,8 +441,12 @@ BIG = [
     "SELECT count(*) FROM big FULL JOIN big2 ON big.g = big2.g",
     "SELECT id FROM big WHERE g IN (SELECT g FROM big2 WHERE weight = 9)",
     "SELECT id FROM big WHERE g NOT IN (SELECT g FROM big2)",
+    "SELECT id FROM big WHERE y NOT IN (SELECT weight FROM big2 WHERE big2.g = big.g)",
     "SELECT count(*) FROM big b WHERE NOT EXISTS (SELECT 1 FROM big2 c WHERE c.g = b.g)",
     "SELECT id, y FROM big b WHERE y > (SELECT avg(y) FROM big c WHERE c.g = b.g)",
+    "SELECT id, g IN (SELECT g FROM big2 WHERE weight > 5) FROM big",
+    "SELECT h, count(*) FROM big WHERE EXISTS (SELECT 1 FROM big2 WHERE big2.g = big.g "
+    "AND weight = 9) OR y > 900 GROUP BY h",
     "SELECT g FROM big UNION SELECT g FROM big2",
     "SELECT h FROM big EXCEPT SELECT h FROM big WHERE y > 0",
     "SELECT DISTINCT h, flag FROM big",
