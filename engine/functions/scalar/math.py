@@ -231,7 +231,11 @@ def rounding_kernel(args: list[Value], call_: Call) -> Value:
     if len(args) == 2:
         return _round_to(args, call_, {"floor": "down", "ceil": "up",
                                        "trunc": "towards_zero"}[call_.func])
-    result = fn(args[0])
+    x = args[0]
+    if T.is_decimal(x.type) and x.type.precision < 38:
+        # ceil(0.5::DECIMAL(1, 1)) = 1 needs one more integer digit than the input has
+        x = pc.cast(x, pa.decimal128(x.type.precision + 1, x.type.scale))
+    result = fn(x)
     return pc.cast(result, call_.type, safe=False) if result.type != call_.type else result
 
 
