@@ -561,7 +561,9 @@ def epoch_ms_kernel(args: list[Value], call_: Call) -> Value:
         return pc.multiply(pc.cast(pc.cast(x, pa.int32()), pa.int64()), 86_400_000)
     micros = pc.cast(pc.cast(x, pa.timestamp("us", tz=x.type.tz)), pa.int64())
     (array,), scalar = broadcast([micros])
-    values = np.floor_divide(to_numpy(array).astype(np.int64), 1000)
+    # DuckDB rounds microseconds to the nearest millisecond, halves away from zero
+    micros_np = to_numpy(array).astype(np.int64)
+    values = np.sign(micros_np) * ((np.abs(micros_np) + 500) // 1000)
     valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     return finish(from_numpy(values, valid, pa.int64()), scalar)
 
