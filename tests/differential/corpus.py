@@ -95,8 +95,8 @@ EXPRESSIONS = [
     "SELECT id, CAST(d AS VARCHAR), CAST(d AS TIMESTAMP), CAST(ts AS DATE) FROM t",
     "SELECT id, CAST(b AS INTEGER), CAST(k AS BOOLEAN) FROM t",
     "SELECT id, TRY_CAST(s AS INTEGER), TRY_CAST(s AS DATE) FROM t",
-    "SELECT CAST('2024-02-29' AS DATE), CAST('12' AS INTEGER), CAST('1.5' AS DOUBLE), "
-    "CAST(2.5 AS INTEGER), CAST(-2.5 AS INTEGER), CAST('abc' AS VARCHAR)",
+    ("SELECT CAST('2024-02-29' AS DATE), CAST('12' AS INTEGER), CAST('1.5' AS DOUBLE), "
+     "CAST(2.5 AS INTEGER), CAST(-2.5 AS INTEGER), CAST('abc' AS VARCHAR)"),
     "SELECT id, v::VARCHAR || '/' || k::VARCHAR FROM t",
     "SELECT id, COALESCE(k, -1), COALESCE(s, 'none'), COALESCE(NULL, v, k, 0) FROM t",
     "SELECT id, NULLIF(k, 1), NULLIF(s, ''), NULLIF(v, v) FROM t",
@@ -106,6 +106,15 @@ EXPRESSIONS = [
     "SELECT id, dec * dec, dec / 3, dec + big FROM t WHERE big BETWEEN -1000 AND 1000",
     "SELECT id, v + NULL, s || NULL, NULL * f FROM t",
     "SELECT id, (v + k) * (v - k), -(-v), +v FROM t",
+    ('SELECT id, CAST(ts AS VARCHAR), CAST(f AS VARCHAR), CAST(dec AS VARCHAR), CAST(b AS '
+    'VARCHAR) FROM t'),
+    ("SELECT id, CAST(s AS VARCHAR), CAST('  12 ' AS INTEGER), CAST('2024-02-29 10:00:00' AS "
+    'TIMESTAMP), CAST(1.999 AS DECIMAL(15, 2)) FROM t WHERE id = 1'),
+    'SELECT id, typeof(v), typeof(dec * 2), typeof(f + v), typeof(d + 1) FROM t WHERE id = 1',
+    "SELECT id, coalesce(s, CAST(k AS VARCHAR), 'none'), nullif(nullif(v, 10), -5) FROM t",
+    ('SELECT id, CASE WHEN f > 1 THEN dec WHEN f < 0 THEN v ELSE NULL END, CASE WHEN b THEN '
+    "'y' WHEN NOT b THEN 'n' END FROM t"),
+    'SELECT id, v BETWEEN -5 AND 5 AND NOT b, (v > 0) = b, (v > 0) IS DISTINCT FROM b FROM t',
 ]
 
 TEMPORAL = [
@@ -121,14 +130,25 @@ TEMPORAL = [
     "SELECT id FROM t WHERE d = ts",
     "SELECT id, d < ts, d = CAST(ts AS DATE) FROM t",
     "SELECT id, ts - ts, ts - INTERVAL 1 MONTH FROM t",
-    "SELECT DATE '2024-01-31' + INTERVAL 1 MONTH, DATE '2024-03-31' - INTERVAL 1 MONTH, "
-    "DATE '2024-02-29' + INTERVAL 1 YEAR, DATE '2023-12-31' + 1",
+    ("SELECT DATE '2024-01-31' + INTERVAL 1 MONTH, DATE '2024-03-31' - INTERVAL 1 MONTH, "
+     "DATE '2024-02-29' + INTERVAL 1 YEAR, DATE '2023-12-31' + 1"),
     "SELECT k, min(d), max(d), min(ts), max(ts) FROM t GROUP BY k",
     "SELECT id, extract(year FROM d), extract(month FROM d), extract(day FROM d) FROM t",
     "SELECT id, date_part('year', ts), date_part('hour', ts), date_part('dow', d) FROM t",
     "SELECT id, date_trunc('month', d), date_trunc('year', ts), date_trunc('hour', ts) FROM t",
-    "SELECT id, date_diff('day', d, DATE '2024-12-31'), "
-    "date_diff('month', d, DATE '2024-12-31') FROM t",
+    ("SELECT id, date_diff('day', d, DATE '2024-12-31'), "
+     "date_diff('month', d, DATE '2024-12-31') FROM t"),
+    'SELECT id, year(d), month(d), day(d), quarter(d), dayofweek(d), dayofyear(d) FROM t',
+    ("SELECT id, date_part('week', d), date_part('isodow', d), extract(epoch FROM ts), "
+    'extract(minute FROM ts), extract(second FROM ts) FROM t'),
+    "SELECT id, strftime(d, '%Y/%m/%d'), strftime(ts, '%H:%M:%S'), last_day(d) FROM t",
+    ("SELECT id, date_trunc('week', d), date_trunc('quarter', d), date_trunc('day', ts), "
+     "date_trunc('minute', ts) FROM t"),
+    'SELECT id, make_date(2024, k, 1) FROM t WHERE k BETWEEN 1 AND 5',
+    ("SELECT id, date_diff('year', d, DATE '2030-06-30'), date_diff('hour', ts, TIMESTAMP "
+     "'2025-01-01 00:00:00'), date_diff('week', d, DATE '2024-12-31') FROM t"),
+    'SELECT id, d + INTERVAL (k) DAY, d - INTERVAL (k) MONTH FROM t WHERE k IS NOT NULL',
+    'SELECT id, epoch(ts), epoch_ms(ts), to_timestamp(0) FROM t',
 ]
 
 FUNCTIONS = [
@@ -141,6 +161,26 @@ FUNCTIONS = [
     "SELECT id, replace(s, 'a', 'A'), strpos(s, 'b'), starts_with(s, 'a') FROM t",
     "SELECT id, left(s, 1), right(s, 2), repeat(s, 2) FROM t",
     "SELECT id, s || upper(s), concat_ws('|', s, k, v) FROM t",
+    ("SELECT id, upper(s), lower(s), length(s), reverse(s), s || s FROM t WHERE s IN ('é', "
+     "'中文', '🎉', 'résumé', '')"),
+    ("SELECT id, substring(s, 2, 2), left(s, 1), right(s, 1), lpad(s, 5, '·'), rpad(s, 3, '中') "
+    'FROM t'),
+    "SELECT id, strpos(s, 'é'), contains(s, 'a'), ends_with(s, 'é'), starts_with(s, '') FROM t",
+    ("SELECT id, regexp_matches(s, '^[a-z]+$'), regexp_replace(s, '[aeiou]', '_'), "
+     "regexp_replace(s, '[aeiou]', '_', 'g') FROM t"),
+    "SELECT id, split_part('a,b,,c', ',', k), split_part(s, ' ', 1) FROM t WHERE k > 0",
+    'SELECT id, ascii(s), length(repeat(s, 3)), concat(s, NULL, k) FROM t',
+    "SELECT id, trim('  ' || s || '  '), ltrim(s, 'a'), rtrim(s, 'z'), trim(s, 'ab') FROM t",
+    ("SELECT id, replace(s, '', 'x'), replace(s, 'é', 'e'), lower('ÀÉÎ'), upper('straße') FROM "
+    't WHERE id < 3'),
+    "SELECT id, s ILIKE '%É%', s LIKE '%🎉%', s SIMILAR TO 'a.*', s GLOB 'a*' FROM t",
+    ('SELECT id, round(f, 2), round(-2.5), round(2.5), round(dec, 0), round(dec, -1), trunc(f) '
+    'FROM t'),
+    'SELECT id, v % 4, -v % 4, v % -4, abs(v % 3) FROM t',
+    'SELECT id, sign(f), sign(dec), ceil(dec), floor(dec), ceil(-0.5), floor(-0.5) FROM t',
+    'SELECT id, power(2, k), sqrt(16), log10(100), ln(1), exp(0), pi() FROM t WHERE k IS NOT NULL',
+    ("SELECT id, greatest(v, k, 3), least(f, v), greatest(s, 'b'), greatest(d, DATE "
+     "'2024-01-01') FROM t"),
 ]
 
 JOINS = [
@@ -188,8 +228,8 @@ JOINS = [
     "SELECT t.id FROM t ANTI JOIN u ON t.k = u.k",
     "SELECT u.name, count(*), sum(t.v) FROM t JOIN u ON t.k = u.k GROUP BY u.name",
     "SELECT u.name, count(t.id), sum(t.v) FROM u LEFT JOIN t ON t.k = u.k GROUP BY u.name",
-    "SELECT x.k, x.c, u.name FROM (SELECT k, count(*) c FROM t GROUP BY k) x "
-    "JOIN u ON x.k = u.k",
+    ("SELECT x.k, x.c, u.name FROM (SELECT k, count(*) c FROM t GROUP BY k) x "
+     "JOIN u ON x.k = u.k"),
     "SELECT t.id, v.y FROM t JOIN (VALUES (1, 'p'), (2, 'q'), (NULL, 'r')) v(x, y) ON t.k = v.x",
     "SELECT t.id, u.uid FROM t JOIN u ON t.k = u.k WHERE t.v > 0 AND u.w > 0",
     "SELECT t.id, u.uid FROM t JOIN u ON t.k = u.k AND t.k > 1",
@@ -198,6 +238,15 @@ JOINS = [
     "SELECT a.id, b.id FROM fl a LEFT JOIN fl b ON a.x = b.x AND a.id <> b.id",
     "SELECT id FROM fl WHERE x IN (SELECT x FROM fl WHERE id > 5)",
     "SELECT id FROM fl WHERE x NOT IN (SELECT x FROM fl WHERE id = 6)",
+    ('SELECT * FROM (SELECT k, count(*) AS c FROM t GROUP BY k) a JOIN (SELECT k, count(*) AS '
+    'c FROM u GROUP BY k) b ON a.k = b.k'),
+    ('SELECT a.k, a.c, b.c FROM (SELECT k, count(*) AS c FROM t GROUP BY k) a FULL JOIN '
+    '(SELECT k, count(*) AS c FROM u GROUP BY k) b ON a.k = b.k'),
+    'SELECT t.id, u.uid FROM t LEFT JOIN u ON t.k = u.k AND t.s = u.s WHERE t.id < 10',
+    'SELECT t.id, u.uid, e.id FROM t FULL JOIN u ON t.k = u.k FULL JOIN e ON e.id = t.id',
+    'SELECT t.id, u.uid FROM t INNER JOIN u ON (t.k = u.k) WHERE t.v IS NULL OR u.w IS NULL',
+    ('SELECT t.k, count(u.uid) FROM t LEFT JOIN u ON t.k = u.k GROUP BY t.k ORDER BY t.k NULLS '
+    'FIRST'),
 ]
 
 AGGREGATES = [
@@ -209,8 +258,8 @@ AGGREGATES = [
     "SELECT count(*), sum(v), avg(v), min(s), max(d), count(DISTINCT v) FROM t_empty",
     "SELECT count(*), sum(v) FROM t WHERE false",
     "SELECT k, count(*), count(v), sum(v), avg(v), min(v), max(v) FROM t GROUP BY k",
-    "SELECT k, min(s), max(s), min(d), max(d), sum(dec), avg(dec), sum(f), min(f) FROM t "
-    "GROUP BY k",
+    ("SELECT k, min(s), max(s), min(d), max(d), sum(dec), avg(dec), sum(f), min(f) FROM t "
+     "GROUP BY k"),
     "SELECT k, s, count(*) FROM t GROUP BY k, s",
     "SELECT b, count(*), sum(v) FROM t GROUP BY b",
     "SELECT s, count(*) FROM t GROUP BY s",
@@ -226,33 +275,33 @@ AGGREGATES = [
     "SELECT k, count(*) FROM t GROUP BY k HAVING k IS NULL OR k > 2",
     "SELECT count(*) FROM t HAVING count(*) > 100",
     "SELECT sum(v) FROM t HAVING sum(v) > 0",
-    "SELECT k, stddev(v), stddev_samp(f), stddev_pop(v), var_samp(v), var_pop(f), variance(v) "
-    "FROM t GROUP BY k",
+    ("SELECT k, stddev(v), stddev_samp(f), stddev_pop(v), var_samp(v), var_pop(f), variance(v) "
+     "FROM t GROUP BY k"),
     "SELECT b, bool_and(v > 0), bool_or(v > 0), bool_and(b), bool_or(b) FROM t GROUP BY b",
-    "SELECT k, count(DISTINCT s), sum(DISTINCT v), avg(DISTINCT v), count(DISTINCT b) "
-    "FROM t GROUP BY k",
+    ("SELECT k, count(DISTINCT s), sum(DISTINCT v), avg(DISTINCT v), count(DISTINCT b) "
+     "FROM t GROUP BY k"),
     "SELECT count(DISTINCT s), sum(DISTINCT v), count(DISTINCT k), min(DISTINCT v) FROM t",
-    "SELECT k, count(*) FILTER (WHERE v > 0), sum(v) FILTER (WHERE s IS NOT NULL) FROM t "
-    "GROUP BY k",
-    "SELECT count(*) FILTER (WHERE b), avg(f) FILTER (WHERE f > 0), "
-    "count(DISTINCT k) FILTER (WHERE v > 0) FROM t",
-    "SELECT k, median(v), median(f), quantile_cont(v, 0.25), quantile_disc(v, 0.75) FROM t "
-    "GROUP BY k",
+    ("SELECT k, count(*) FILTER (WHERE v > 0), sum(v) FILTER (WHERE s IS NOT NULL) FROM t "
+     "GROUP BY k"),
+    ("SELECT count(*) FILTER (WHERE b), avg(f) FILTER (WHERE f > 0), "
+     "count(DISTINCT k) FILTER (WHERE v > 0) FROM t"),
+    ("SELECT k, median(v), median(f), quantile_cont(v, 0.25), quantile_disc(v, 0.75) FROM t "
+     "GROUP BY k"),
     "SELECT median(v), quantile_cont(f, 0.9), quantile_disc(f, 0.5), median(dec) FROM t",
-    "SELECT k, median(d), median(ts), quantile_cont(ts, 0.3), quantile_disc(d, 0.5) FROM t "
-    "GROUP BY k",
+    ("SELECT k, median(d), median(ts), quantile_cont(ts, 0.3), quantile_disc(d, 0.5) FROM t "
+     "GROUP BY k"),
     "SELECT median(big), quantile_cont(dec, 0.3), quantile_disc(s, 0.3), median(dec) FROM t_empty",
     "SELECT k, string_agg(s, ',' ORDER BY s) FROM t GROUP BY k",
     "SELECT k, string_agg(DISTINCT s, '|' ORDER BY s) FROM t GROUP BY k",
     "SELECT k, string_agg(s, ',' ORDER BY v DESC NULLS FIRST, id) FROM t GROUP BY k",
-    "SELECT string_agg(s, ';' ORDER BY id DESC) FILTER (WHERE v > 0), "
-    "string_agg(s ORDER BY s DESC) FROM t",
+    ("SELECT string_agg(s, ';' ORDER BY id DESC) FILTER (WHERE v > 0), "
+     "string_agg(s ORDER BY s DESC) FROM t"),
     "SELECT k, string_agg(v, '-' ORDER BY f, id), sum(v ORDER BY id) FROM t GROUP BY k",
     "SELECT string_agg(DISTINCT s, ',' ORDER BY s DESC) FROM t_empty",
     "SELECT k, any_value(s) FROM e GROUP BY k",
     "SELECT k, product(v) FROM t GROUP BY k",
-    "SELECT k, sum(v * 2 + 1), avg(f) * 2, sum(v) / count(v), max(v) - min(v) FROM t "
-    "GROUP BY k",
+    ("SELECT k, sum(v * 2 + 1), avg(f) * 2, sum(v) / count(v), max(v) - min(v) FROM t "
+     "GROUP BY k"),
     "SELECT k, count(*) FROM t_empty GROUP BY k",
     "SELECT k, count(*), sum(v), count(DISTINCT v) FROM e GROUP BY k",
     "SELECT count(*) FROM (SELECT DISTINCT k FROM t)",
@@ -268,6 +317,14 @@ AGGREGATES = [
     "SELECT id % 2, max(x), min(x), sum(x) FROM fl GROUP BY 1",
     "SELECT max(x) FROM fl WHERE id IN (2, 8)",
     "SELECT DISTINCT x FROM fl",
+    "SELECT k, count(*) FROM t WHERE s NOT IN ('a', 'B') GROUP BY k",
+    'SELECT k, avg(v), sum(f) / count(f), avg(dec) * 2 FROM t GROUP BY k HAVING avg(v) IS NOT NULL',
+    'SELECT s, min(id), max(id), count(DISTINCT k) FROM t GROUP BY s ORDER BY s NULLS FIRST',
+    'SELECT b, k, sum(v), count(*) FROM t GROUP BY b, k ORDER BY b NULLS FIRST, k NULLS LAST',
+    ("SELECT date_trunc('month', d) AS m, count(*), min(id) FROM t GROUP BY m ORDER BY m NULLS "
+    'FIRST'),
+    'SELECT year(d) AS y, sum(dec) FROM t GROUP BY y ORDER BY y DESC NULLS LAST',
+    "SELECT k, max(s), min(s) FROM t GROUP BY k HAVING max(s) > 'a' ORDER BY k",
 ]
 
 ORDER_LIMIT = [
@@ -307,6 +364,9 @@ ORDER_LIMIT = [
     "SELECT id, v FROM t_empty ORDER BY v",
     "SELECT id, x FROM fl ORDER BY x, id",
     "SELECT id, x FROM fl ORDER BY x DESC, id",
+    'SELECT id, v FROM t ORDER BY CASE WHEN v IS NULL THEN 0 ELSE 1 END, v DESC, id',
+    'SELECT id, s FROM t ORDER BY length(s) DESC NULLS LAST, s, id LIMIT 6',
+    'SELECT id, d FROM t ORDER BY d NULLS FIRST, id LIMIT 4 OFFSET 1',
 ]
 
 SET_OPERATIONS = [
@@ -335,6 +395,9 @@ SET_OPERATIONS = [
     "SELECT count(*) FROM (SELECT s FROM t UNION SELECT s FROM u)",
     "SELECT x FROM fl INTERSECT SELECT x FROM fl WHERE id > 5",
     "SELECT x FROM fl EXCEPT SELECT x FROM fl WHERE id = 6",
+    'SELECT k FROM t UNION ALL SELECT k FROM u UNION ALL SELECT k FROM e ORDER BY 1 NULLS FIRST',
+    'SELECT s FROM t INTERSECT SELECT s FROM u ORDER BY s',
+    "SELECT d FROM t EXCEPT SELECT DATE '2023-12-31'",
 ]
 
 VALUES_CTE = [
@@ -344,18 +407,23 @@ VALUES_CTE = [
     "SELECT x, count(*) FROM (VALUES (1), (1), (2)) v(x) GROUP BY x",
     "SELECT * FROM (VALUES (DATE '2024-01-01', 1.5::DECIMAL(15, 2))) v(a, b)",
     "WITH a AS (SELECT k, sum(v) AS s FROM t GROUP BY k) SELECT * FROM a WHERE s > 0",
-    "WITH a AS (SELECT * FROM t WHERE v > 0), b AS (SELECT * FROM a WHERE k > 1) "
-    "SELECT id FROM b",
-    "WITH a AS (SELECT k, v FROM t) SELECT x.k, y.v FROM a x JOIN a y ON x.k = y.k "
-    "WHERE x.v > y.v",
+    ("WITH a AS (SELECT * FROM t WHERE v > 0), b AS (SELECT * FROM a WHERE k > 1) "
+     "SELECT id FROM b"),
+    ("WITH a AS (SELECT k, v FROM t) SELECT x.k, y.v FROM a x JOIN a y ON x.k = y.k "
+     "WHERE x.v > y.v"),
     "WITH a(x, y) AS (SELECT k, v FROM t) SELECT x, sum(y) FROM a GROUP BY x",
-    "WITH a AS (SELECT 1 AS one) SELECT * FROM a, (WITH b AS (SELECT 2 AS two) "
-    "SELECT * FROM b) c",
+    ("WITH a AS (SELECT 1 AS one) SELECT * FROM a, (WITH b AS (SELECT 2 AS two) "
+     "SELECT * FROM b) c"),
     "WITH a AS (SELECT k FROM u) SELECT id FROM t WHERE k IN (SELECT k FROM a)",
     "WITH t AS (SELECT 1 AS id) SELECT * FROM t",
     "SELECT * FROM (SELECT k, sum(v) AS s FROM t GROUP BY k) x WHERE s > 0",
     "SELECT * FROM (SELECT k, v FROM t ORDER BY v DESC NULLS LAST LIMIT 3) x",
     "SELECT m FROM (SELECT max(v) AS m FROM t) x",
+    ('WITH x AS (SELECT k, v FROM t WHERE v IS NOT NULL), y AS (SELECT k, max(v) AS m FROM x '
+    'GROUP BY k) SELECT x.k, x.v FROM x JOIN y ON x.k = y.k AND x.v = y.m'),
+    'WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT * FROM r',
+    "SELECT * FROM (VALUES ('é', 1), ('中文', 2), (NULL, 3)) v(a, b) WHERE a IS NOT NULL",
+    'SELECT a, count(*) FROM (VALUES (1.5), (1.5), (NULL), (2.0)) v(a) GROUP BY a',
 ]
 
 SUBQUERIES = [
@@ -391,35 +459,40 @@ SUBQUERIES = [
     "SELECT id, (SELECT max(name) FROM u WHERE u.k = t.k) FROM t",
     "SELECT id FROM t WHERE v > (SELECT avg(w) FROM u WHERE u.k = t.k)",
     "SELECT id, (SELECT coalesce(sum(w), -1) FROM u WHERE u.k = t.k) FROM t",
-    "SELECT id, (SELECT count(*) + 1 FROM u WHERE u.k = t.k), "
-    "(SELECT sum(w) FROM u WHERE u.k = t.k) FROM t",
+    ("SELECT id, (SELECT count(*) + 1 FROM u WHERE u.k = t.k), "
+     "(SELECT sum(w) FROM u WHERE u.k = t.k) FROM t"),
     "SELECT id, (SELECT count(*) FROM u WHERE u.k = t.k AND u.w > t.v) FROM t",
     "SELECT id FROM t WHERE (SELECT count(*) FROM u WHERE u.k = t.k) = 0",
     "SELECT id FROM t WHERE (SELECT count(*) FROM u WHERE u.k = t.k) > 1",
     "SELECT k, sum(v) FROM t GROUP BY k HAVING sum(v) > (SELECT avg(w) FROM u)",
-    "SELECT k, count(*) FROM t GROUP BY k HAVING count(*) > "
-    "(SELECT count(*) FROM u WHERE u.k = t.k)",
+    ("SELECT k, count(*) FROM t GROUP BY k HAVING count(*) > "
+     "(SELECT count(*) FROM u WHERE u.k = t.k)"),
     "SELECT k FROM t GROUP BY k HAVING k IN (SELECT k FROM u)",
     "SELECT id FROM t WHERE k IN (SELECT k FROM u WHERE w > (SELECT avg(w) FROM u))",
-    "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND "
-    "EXISTS (SELECT 1 FROM e WHERE e.v = u.w))",
-    "SELECT id FROM t WHERE k IN (SELECT k FROM u) AND v NOT IN (SELECT w FROM u "
-    "WHERE w IS NOT NULL)",
+    ("SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND "
+     "EXISTS (SELECT 1 FROM e WHERE e.v = u.w))"),
+    ("SELECT id FROM t WHERE k IN (SELECT k FROM u) AND v NOT IN (SELECT w FROM u "
+     "WHERE w IS NOT NULL)"),
     "SELECT id FROM t WHERE k = (SELECT min(k) FROM u)",
     "SELECT id, (SELECT name FROM u WHERE u.uid = 101) FROM t",
     "SELECT u.name, (SELECT count(*) FROM t WHERE t.k = u.k AND t.v > 0) FROM u",
     "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k) OR v < 0",
     "SELECT id FROM t WHERE k IN (SELECT k FROM u) OR v < 0",
-    "SELECT id FROM t WHERE id IN (SELECT id FROM t WHERE v > 0 UNION SELECT id FROM t "
-    "WHERE f < 0)",
-    "SELECT id, v IN (SELECT w FROM u WHERE u.k = t.k), "
-    "v NOT IN (SELECT w FROM u WHERE u.k = t.k) FROM t",
-    "SELECT id, EXISTS (SELECT 1 FROM t_empty), NOT EXISTS (SELECT 1 FROM u WHERE u.w > 50) "
-    "FROM t",
+    ("SELECT id FROM t WHERE id IN (SELECT id FROM t WHERE v > 0 UNION SELECT id FROM t "
+     "WHERE f < 0)"),
+    ("SELECT id, v IN (SELECT w FROM u WHERE u.k = t.k), "
+     "v NOT IN (SELECT w FROM u WHERE u.k = t.k) FROM t"),
+    ("SELECT id, EXISTS (SELECT 1 FROM t_empty), NOT EXISTS (SELECT 1 FROM u WHERE u.w > 50) "
+     "FROM t"),
     "SELECT id, k IN (SELECT k FROM u_empty), k NOT IN (SELECT k FROM u_empty) FROM t",
     "SELECT id, CASE WHEN k IN (SELECT x FROM n) THEN 'in' ELSE 'out' END FROM t",
     "SELECT k, count(*) FROM t GROUP BY k HAVING k IN (SELECT k FROM u) OR count(*) > 2",
     "SELECT id, EXISTS (SELECT 1 FROM u WHERE u.w > t.v) FROM t",
+    'SELECT count(*), sum(v), max(s) FROM t WHERE k IN (SELECT k FROM u WHERE u.w > 5)',
+    'SELECT id, (SELECT max(v) FROM t AS t2 WHERE t2.k = t.k AND t2.id <> t.id) FROM t',
+    'SELECT id FROM t WHERE v = (SELECT max(v) FROM t AS t2 WHERE t2.k = t.k)',
+    'SELECT u.name FROM u WHERE u.w > ALL (SELECT v FROM t WHERE t.k = u.k AND v IS NOT NULL)',
+    'SELECT u.name FROM u WHERE u.w < ANY (SELECT v FROM t WHERE t.k = u.k)',
 ]
 
 BIG = [
@@ -433,10 +506,10 @@ BIG = [
     "SELECT id, h FROM big ORDER BY h NULLS FIRST, id LIMIT 50 OFFSET 10",
     "SELECT id, dt, y FROM big ORDER BY dt, y DESC, id",
     "SELECT id FROM big WHERE x > 50 AND flag AND h LIKE '%a%'",
-    "SELECT big.g, sum(big2.weight), count(*) FROM big JOIN big2 ON big.g = big2.g "
-    "GROUP BY big.g",
-    "SELECT big2.label, count(big.id) FROM big2 LEFT JOIN big ON big.g = big2.g "
-    "GROUP BY big2.label",
+    ("SELECT big.g, sum(big2.weight), count(*) FROM big JOIN big2 ON big.g = big2.g "
+     "GROUP BY big.g"),
+    ("SELECT big2.label, count(big.id) FROM big2 LEFT JOIN big ON big.g = big2.g "
+     "GROUP BY big2.label"),
     "SELECT count(*), count(big2.g) FROM big LEFT JOIN big2 ON big.g = big2.g AND big2.weight > 5",
     "SELECT count(*) FROM big FULL JOIN big2 ON big.g = big2.g",
     "SELECT id FROM big WHERE g IN (SELECT g FROM big2 WHERE weight = 9)",
@@ -445,8 +518,8 @@ BIG = [
     "SELECT count(*) FROM big b WHERE NOT EXISTS (SELECT 1 FROM big2 c WHERE c.g = b.g)",
     "SELECT id, y FROM big b WHERE y > (SELECT avg(y) FROM big c WHERE c.g = b.g)",
     "SELECT id, g IN (SELECT g FROM big2 WHERE weight > 5) FROM big",
-    "SELECT h, count(*) FROM big WHERE EXISTS (SELECT 1 FROM big2 WHERE big2.g = big.g "
-    "AND weight = 9) OR y > 900 GROUP BY h",
+    ("SELECT h, count(*) FROM big WHERE EXISTS (SELECT 1 FROM big2 WHERE big2.g = big.g "
+     "AND weight = 9) OR y > 900 GROUP BY h"),
     "SELECT g FROM big UNION SELECT g FROM big2",
     "SELECT h FROM big EXCEPT SELECT h FROM big WHERE y > 0",
     "SELECT DISTINCT h, flag FROM big",
