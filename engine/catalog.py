@@ -23,7 +23,7 @@ class ScanUnit:
 
     path: str | None = None
     row_groups: tuple[int, ...] | None = None
-    batches: tuple[int, ...] = ()
+    offset: int = 0  # memory sources: a row range of the table
     rows: int = 0
 
 
@@ -34,7 +34,8 @@ class TableSource:
     def num_rows(self) -> int | None:
         return None
 
-    def units(self) -> list[ScanUnit]:
+    def units(self, partitions: int = 1) -> list[ScanUnit]:
+        """Scan units; ``partitions`` says how many the scan would like at least."""
         raise NotImplementedError
 
     def read(self, unit: ScanUnit, columns: list[str], batch_size: int) -> Iterator[pa.RecordBatch]:
@@ -54,23 +55,25 @@ class MemorySource(TableSource):
     def __init__(self, table: pa.Table):
         self.table = table
         self.schema = table.schema
-        self._batches = table.to_batches()
 
     def num_rows(self) -> int:
         return self.table.num_rows
 
-    def units(self) -> list[ScanUnit]:
-        return [ScanUnit(batches=(i,), rows=b.num_rows) for i, b in enumerate(self._batches)
-                if b.num_rows]
+    def units(self, partitions: int = 1) -> list[ScanUnit]:
+        """Contiguous row ranges: one per ~1M rows, and at least one per partition."""
+        n = self.table.num_rows
+        count = max(1, min(n, max(partitions, -(-n // (1 << 20)))))
+        bounds = [n * i // count for i in range(count + 1)]
+        return [ScanUnit(offset=lo, rows=hi - lo) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
 
     def read(self, unit, columns, batch_size):
-        for i in unit.batches:
-            batch = self._batches[i].select(columns)
-            for offset in range(0, batch.num_rows, batch_size):
-                yield batch.slice(offset, batch_size)
+        piece = self.table.slice(unit.offset, unit.rows).select(columns)
+        for batch in piece.to_batches(max_chunksize=batch_size):
+            if batch.num_rows:
+                yield batch
 
     def describe(self) -> str:
-        return f"partitions=1, partition_sizes=[{len(self._batches)}]"
+        return f"memory rows={self.table.num_rows}"
 
 
 def _expand(path: str | os.PathLike, suffixes: tuple[str, ...]) -> list[str]:
@@ -107,7 +110,7 @@ class ParquetSource(TableSource):
     def num_rows(self) -> int:
         return sum(m.num_rows for m in self._meta.values())
 
-    def units(self) -> list[ScanUnit]:
+    def units(self, partitions: int = 1) -> list[ScanUnit]:
         return [ScanUnit(path=f, row_groups=(i,), rows=m.row_group(i).num_rows)
                 for f, m in self._meta.items() for i in range(m.num_row_groups)]
 
@@ -192,7 +195,7 @@ class CsvSource(TableSource):
             raise PlanError(f"cannot read CSV file {self.files[0]!r}: {e}") from e
         self._convert_types = dict(zip(self.schema.names, self.schema.types))
 
-    def units(self) -> list[ScanUnit]:
+    def units(self, partitions: int = 1) -> list[ScanUnit]:
         return [ScanUnit(path=f, rows=os.path.getsize(f) // 64) for f in self.files]
 
     def num_rows(self) -> int:
@@ -230,7 +233,7 @@ class IpcSource(TableSource):
         except pa.ArrowInvalid:
             return pa.ipc.open_stream(pa.memory_map(path))
 
-    def units(self) -> list[ScanUnit]:
+    def units(self, partitions: int = 1) -> list[ScanUnit]:
         return [ScanUnit(path=f, rows=os.path.getsize(f) // 16) for f in self.files]
 
     def num_rows(self) -> int:

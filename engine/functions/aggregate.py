@@ -192,7 +192,11 @@ def _fold_negative_zero(table: pa.Table, names: list[str]) -> pa.Table:
 
 
 def _cast_result(column, type_: pa.DataType):
-    return column if column.type == type_ else pc.cast(column, type_)
+    if column.type == type_:
+        return column
+    # integer or decimal sums widened to double (avg states) may round, by definition
+    lossy = pa.types.is_floating(type_) and not pa.types.is_floating(column.type)
+    return pc.cast(column, type_, safe=not lossy)
 
 
 def _finish_special(spec: AggregateSpec, lists: pa.ListArray,
@@ -302,3 +306,48 @@ def _decimal_from_units(units: np.ndarray, type_: pa.DataType, mask: np.ndarray)
     words[:, 0], words[:, 1] = units, np.where(units < 0, -1, 0)
     array = pa.Array.from_buffers(type_, len(units), [None, pa.py_buffer(words.tobytes())])
     return pc.if_else(pa.array(~mask), array, pa.nulls(len(units), type_))
+
+
+# ----------------------------------------------------------------------------- two phases
+#
+#   partial (per input partition, per chunk)      final (per hash partition of the keys)
+#   sum(x)   -> s = sum(x)                         sum(s)
+#   count(x) -> c = count(x)                       sum(c)
+#   min/max, bool_and/or, any_value -> same        same function over the states
+#   avg(x)   -> s = sum(x)::double, c = count(x)   sum(s) / sum(c)
+
+DECOMPOSABLE = {"sum", "count", "count_star", "min", "max", "avg", "mean", "bool_and",
+                "bool_or", "every", "any_value", "first", "arbitrary"}
+
+
+def is_decomposable(spec: AggregateSpec) -> bool:
+    return spec.func in DECOMPOSABLE and not spec.distinct
+
+
+def partial_specs(spec: AggregateSpec) -> list[AggregateSpec]:
+    """The state columns a partial aggregate computes for ``spec``."""
+    if spec.func in ("avg", "mean"):
+        return [AggregateSpec("sum", spec.column, f"{spec.output}.sum", pa.float64()),
+                AggregateSpec("count", spec.column, f"{spec.output}.count", pa.int64())]
+    if spec.func in ("count", "count_star"):
+        return [AggregateSpec(spec.func, spec.column, f"{spec.output}.count", pa.int64())]
+    return [AggregateSpec(spec.func, spec.column, f"{spec.output}.state", spec.type)]
+
+
+def merge_specs(spec: AggregateSpec) -> list[AggregateSpec]:
+    """Aggregates over the state columns that combine partial results."""
+    merge = {"count": "sum", "count_star": "sum", "avg": "sum", "mean": "sum"}.get(
+        spec.func, spec.func)
+    return [AggregateSpec(merge, state.output, state.output, state.type)
+            for state in partial_specs(spec)]
+
+
+def finish_merged(spec: AggregateSpec, merged: list[pa.ChunkedArray]) -> pa.Array:
+    """The final value of ``spec`` from its merged state columns."""
+    if spec.func in ("avg", "mean"):
+        total, count = merged
+        value = pc.divide(total, pc.cast(count, pa.float64()))
+        return pc.if_else(pc.equal(count, 0), pa.scalar(None, pa.float64()), value)
+    if spec.func in ("count", "count_star"):
+        return pc.fill_null(merged[0], 0)
+    return _cast_result(merged[0], spec.type)

@@ -2,16 +2,30 @@
 
 The planner projects every group key and aggregate argument into a plain column first, so
 this operator only groups columns; the grouping itself runs in Arrow's C++ hash aggregation.
+
+Modes:
+    Single   all rows of a group arrive in one partition; aggregate them.
+    Partial  per input partition, every ~1M rows: reduce to one state row per group.
+    Final    per hash partition of the keys: merge the states, finish (avg = sum / count).
+
+    scan ─▶ Partial ─▶ Repartition(Hash(keys)) ─▶ Final      (only a few rows cross threads)
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from plansight.engine.functions.aggregate import AggregateSpec, aggregate_table
+from plansight.engine.functions.aggregate import (
+    AggregateSpec,
+    aggregate_table,
+    finish_merged,
+    merge_specs,
+    partial_specs,
+)
 from plansight.engine.logical.expr import Column
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
+    UNSPECIFIED,
     ExecutionPlan,
     Partitioning,
     hash_distribution,
@@ -33,12 +47,16 @@ class AggregateExec(ExecutionPlan):
         return AggregateExec(children[0], self.keys, self.specs, self.schema, self.mode)
 
     def required_input_distribution(self):
+        if self.mode == "Partial":
+            return [UNSPECIFIED]
         if not self.keys:
             return [SINGLE_PARTITION]
         return [hash_distribution(self.keys)]
 
     def output_partitioning(self):
         part = self.input.output_partitioning()
+        if self.mode == "Partial":
+            return Partitioning(part.count)
         return Partitioning(part.count, tuple(self.keys) if part.count > 1 else None)
 
     def display(self) -> str:
@@ -48,18 +66,52 @@ class AggregateExec(ExecutionPlan):
             for s in self.specs)
         return f"AggregateExec: mode={self.mode}, gby=[{keys}], aggr=[{aggs}]"
 
+    PARTIAL_CHUNK_ROWS = 1 << 20
+
     def _execute(self, partition, ctx):
         reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+        keys = [k.field_name for k in self.keys]
         try:
-            batches = []
+            batches, rows = [], 0
             for batch in self.input.execute(partition, ctx):
                 reservation.grow(batch.nbytes)
                 batches.append(batch)
+                rows += batch.num_rows
+                if self.mode == "Partial" and rows >= self.PARTIAL_CHUNK_ROWS:
+                    yield from self._partial(batches, keys, ctx)
+                    batches, rows = [], 0
+                    reservation.resize(0)
+            if self.mode == "Partial":
+                if batches or not self.keys:
+                    yield from self._partial(batches, keys, ctx)
+                return
             if not batches and self.keys:
                 return
             table = pa.Table.from_batches(batches, schema=self.input.schema)
-            result = aggregate_table(table, [k.field_name for k in self.keys], self.specs)
+            if self.mode == "Final":
+                result = self._final(table, keys)
+            else:
+                result = aggregate_table(table, keys, self.specs)
             result = pa.Table.from_arrays(result.columns, schema=self.schema)
             yield from result.to_batches(max_chunksize=ctx.batch_size)
         finally:
             reservation.free()
+
+    def _partial(self, batches, keys, ctx):
+        table = pa.Table.from_batches(batches, schema=self.input.schema)
+        states = [state for spec in self.specs for state in partial_specs(spec)]
+        result = aggregate_table(table, keys, states)
+        yield from pa.Table.from_arrays(result.columns, schema=self.schema).to_batches(
+            max_chunksize=ctx.batch_size)
+
+    def _final(self, table: pa.Table, keys: list[str]) -> pa.Table:
+        merges = [m for spec in self.specs for m in merge_specs(spec)]
+        merged = aggregate_table(table, keys, merges)
+        columns = [merged.column(i) for i in range(len(keys))]
+        position = len(keys)
+        for spec in self.specs:
+            width = len(merge_specs(spec))
+            columns.append(finish_merged(spec, [merged.column(position + i)
+                                                for i in range(width)]))
+            position += width
+        return pa.table(columns, names=list(self.schema.names))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from plansight.engine.exec.context import SessionConfig
-from plansight.engine.functions.aggregate import AggregateSpec
+from plansight.engine.functions.aggregate import AggregateSpec, is_decomposable, partial_specs
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import Call, Column, Expr, Literal, next_id
 from plansight.engine.physical.aggregate import AggregateExec
@@ -162,6 +162,13 @@ class PhysicalPlanner:
         pre = ProjectionExec(exprs, outputs, child)
         keys = list(node.group_outputs)
         schema = schema_of(node.group_outputs + node.aggregate_outputs)
+        if pre.output_partitioning().count > 1 and all(is_decomposable(s) for s in specs):
+            # two phases: only one state row per group and chunk crosses the repartition
+            states = [st for s in specs for st in partial_specs(s)]
+            partial_schema = pa.schema([pa.field(k.field_name, k.type) for k in keys] +
+                                       [pa.field(st.output, st.type) for st in states])
+            partial = AggregateExec(pre, keys, specs, partial_schema, mode="Partial")
+            return AggregateExec(partial, keys, specs, schema, mode="Final")
         return AggregateExec(pre, keys, specs, schema)
 
     def _plan_window(self, node: lp.Window) -> ExecutionPlan:

@@ -22,11 +22,13 @@ class DataSourceExec(ExecutionPlan):
         self.source, self.columns, self.table = source, list(columns), table
         self.pruning_predicates = tuple(pruning_predicates)
         self.fetch = fetch
-        units = source.units()
+        units = source.units(partitions)
         self.total_units = len(units)
         units, self.pruned_units = source.prune(units, list(self.pruning_predicates))
         self.partition_count = max(1, min(partitions, len(units))) if units else 1
-        self.assignment = [units[i::self.partition_count] for i in range(self.partition_count)]
+        # contiguous runs of units per partition, so each partition reads in source order
+        bounds = [len(units) * i // self.partition_count for i in range(self.partition_count + 1)]
+        self.assignment = [units[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
 
     def output_partitioning(self) -> Partitioning:
         return Partitioning(self.partition_count)
