@@ -149,6 +149,9 @@ def _convert(value: Value, source: pa.DataType, to: pa.DataType, safe: bool) -> 
         return _interval_to_duration(value, to)
     if T.is_interval(to) and T.is_duration(source):
         return _duration_to_interval(value)
+    if T.is_float(to) and (T.is_integer(source) or T.is_decimal(source)):
+        # the nearest double, as DuckDB: Arrow's safe cast rejects BIGINT beyond 2**53
+        return pc.cast(value, to, safe=False)
     return pc.cast(value, to)
 
 
