@@ -29,7 +29,7 @@ from sqlglot import exp
 from plansight.errors import Cancelled, InternalError, PlansightError
 
 # Options that consume the next token; used to find where the SQL of a line magic starts.
-_VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size"}
+_VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size", "--trace"}
 
 _RED, _RESET = "\x1b[31m", "\x1b[0m"
 
@@ -59,6 +59,12 @@ class PlansightMagics(Magics):
               help="memory limit for this cell only, e.g. 512MB")
     @argument("--batch-size", type=int, metavar="N",
               help="batch size (rows) for this cell only")
+    @argument("--profile", action="store_true",
+              help="profile the run: show the operator timeline (Gantt) and the memory/CPU "
+                   "curve; the result's .profile holds it (plansight.profiling.Profile)")
+    @argument("--trace", metavar="FILE",
+              help="write the run as Chrome trace-event JSON to FILE (open it in "
+                   "https://ui.perfetto.dev); implies --profile")
     @line_cell_magic
     def query(self, line: str, cell: str | None = None):
         """Run SQL on plansight's engine; notebook DataFrames and Arrow tables are tables.
@@ -106,14 +112,30 @@ class PlansightMagics(Magics):
             return None
         if query.physical is None:  # only SET statements
             return None
-        run = self._execute(query, monitor=not args.no_monitor)
+        profile = None
+        if args.profile or args.trace:
+            from plansight.profiling import profile_query
+
+            profile = profile_query(query, execute=lambda observers: self._execute(
+                query, monitor=not args.no_monitor, observers=observers))
+            run = profile.run
+            _display(profile)
+            if args.trace:
+                try:
+                    path = profile.write_trace(args.trace)
+                except OSError as error:
+                    _print_error(f"could not write the trace: {error}")
+                else:
+                    print(f"trace written to {path} (open it in https://ui.perfetto.dev)")
+        else:
+            run = self._execute(query, monitor=not args.no_monitor)
         if getattr(query, "_explain", None) is not None:  # EXPLAIN [ANALYZE] written in SQL
             print(run.result.column(0)[0].as_py())
             return None
         if args.analyze:
             print(run.explain_analyze())
         result = run.result
-        value: Any = QueryResult(result, run.elapsed)
+        value: Any = QueryResult(result, run.elapsed, profile)
         if args.pandas:
             value = result.to_pandas()
         elif args.polars:
@@ -125,13 +147,13 @@ class PlansightMagics(Magics):
         return value
 
     @staticmethod
-    def _execute(query, monitor: bool):
+    def _execute(query, monitor: bool, observers=()):
         if monitor:
             from plansight.widgets.plan_view import QueryMonitor
 
-            return QueryMonitor(query).run()
+            return QueryMonitor(query, observers=observers).run()
         try:
-            return query.execute()
+            return query.execute(observer=list(observers))
         except KeyboardInterrupt:
             query.cancel()
             raise Cancelled("query cancelled") from None
@@ -222,6 +244,13 @@ def cell_options(session, overrides: dict[str, Any]):
     finally:
         for name, value in saved.items():
             session.set_option(name, value)
+
+
+def _display(obj) -> None:
+    """Show ``obj`` in the cell's output (HTML in a notebook, its repr in a terminal)."""
+    from IPython.display import display
+
+    display(obj)
 
 
 def _print_error(message: str) -> None:

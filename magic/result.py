@@ -30,11 +30,15 @@ MAX_CELL = 80  # characters of one value before it is cut with an ellipsis
 
 
 class QueryResult:
-    """The result of one query: ``.table`` is the Arrow table; displays as a compact table."""
+    """The result of one query: ``.table`` is the Arrow table; displays as a compact table.
 
-    def __init__(self, table: pa.Table, elapsed: float | None = None):
+    ``.profile`` is the run's ``plansight.profiling.Profile`` after ``%%query --profile``.
+    """
+
+    def __init__(self, table: pa.Table, elapsed: float | None = None, profile=None):
         self.table = table
         self.elapsed = elapsed
+        self.profile = profile
 
     # -- access ---------------------------------------------------------------
     @property

@@ -93,8 +93,9 @@ class QueryMonitor:
     """
 
     def __init__(self, query, min_interval: float = 0.2, live: bool | None = None,
-                 show: bool = True):
+                 show: bool = True, observers=()):
         self.query = query
+        self.observers = list(observers)  # more engine observers (e.g. a profiler)
         self.min_interval = min_interval
         self.live = _widgets_available() if live is None else live
         self.show = show
@@ -168,7 +169,7 @@ class QueryMonitor:
 
         def work():
             try:
-                outcome["run"] = self.query.execute(observer=self)
+                outcome["run"] = self.query.execute(observer=[self, *self.observers])
             except BaseException as error:  # noqa: BLE001 -- re-raised in the cell thread
                 outcome["error"] = error
 

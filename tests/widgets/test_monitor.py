@@ -35,8 +35,8 @@ def test_final_snapshot_matches_metrics():
         assert state.output_batches == metrics[op.operator_id]["output_batches"]
         assert len(state.finished) == len(state.started) > 0
     # the hash repartition reports how its rows were spread
-    (rows,) = snap.repartitions.values()
-    assert sum(rows) == 10_000 and len(rows) == 4
+    ((operator_id, rows),) = snap.repartitions.items()
+    assert sum(rows) == metrics[operator_id]["output_rows"] > 0 and len(rows) == 4
     assert snap.pool_peak > 0
     text = render_text(snap, run.plan)
     assert "RepartitionExec" in text and "rows per partition" in text
