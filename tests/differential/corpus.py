@@ -55,6 +55,12 @@ SELECT_WHERE = [
     "SELECT id, x, x = x, x > 0, x + 1 FROM fl",
     "SELECT id FROM fl WHERE x > 0",
     "SELECT id FROM fl WHERE x = 'NaN'::DOUBLE",
+    'SELECT id, -9223372036854775807 - 1, 9223372036854775807 FROM t WHERE id = 1',
+    'SELECT id, CAST(big AS DOUBLE), CAST(big AS DECIMAL(38, 0)), big * 1.0 FROM t',
+    'SELECT id, v * 1000000000000 FROM t',
+    'SELECT 1 WHERE 1 = 1',
+    'SELECT count(*) WHERE false',
+    'SELECT k + 1 AS k, count(*) FROM t GROUP BY k',
 ]
 
 PREDICATES = [
@@ -81,6 +87,10 @@ PREDICATES = [
     "SELECT id FROM t WHERE s LIKE 'r_sum_'",
     "SELECT id, s LIKE 'x%', s ILIKE 'X Y' FROM t",
     "SELECT id FROM t WHERE s LIKE 'a!%' ESCAPE '!'",
+    "SELECT id FROM t WHERE d > '2024-01-01'",
+    "SELECT id FROM t WHERE ts < '2024-01-01'",
+    "SELECT id, d = '2023-12-31' FROM t",
+    "SELECT 'a' < 'b', 'B' < 'a', 'é' > 'z', '' < 'a', 'abc' LIKE 'a%'",
 ]
 
 EXPRESSIONS = [
@@ -115,6 +125,9 @@ EXPRESSIONS = [
     ('SELECT id, CASE WHEN f > 1 THEN dec WHEN f < 0 THEN v ELSE NULL END, CASE WHEN b THEN '
     "'y' WHEN NOT b THEN 'n' END FROM t"),
     'SELECT id, v BETWEEN -5 AND 5 AND NOT b, (v > 0) = b, (v > 0) IS DISTINCT FROM b FROM t',
+    'SELECT id, v / 0, f / 0, -f / 0, 0.0 / 0 FROM t',
+    'SELECT id, f / 0.0, dec / 0 FROM t',
+    'SELECT id, CAST(big AS DOUBLE), big * 1.0, big / 3, big + 0.5 FROM t',
 ]
 
 TEMPORAL = [
@@ -247,6 +260,8 @@ JOINS = [
     'SELECT t.id, u.uid FROM t INNER JOIN u ON (t.k = u.k) WHERE t.v IS NULL OR u.w IS NULL',
     ('SELECT t.k, count(u.uid) FROM t LEFT JOIN u ON t.k = u.k GROUP BY t.k ORDER BY t.k NULLS '
     'FIRST'),
+    'SELECT t.id, u.uid, e.id FROM t, u, e WHERE t.k = u.k AND e.v = t.v AND u.w > 0',
+    'SELECT a.id, b.id, c.id FROM t a JOIN t b ON a.id = b.id + 1 JOIN t c ON c.id = b.id + 1',
 ]
 
 AGGREGATES = [
@@ -325,6 +340,16 @@ AGGREGATES = [
     'FIRST'),
     'SELECT year(d) AS y, sum(dec) FROM t GROUP BY y ORDER BY y DESC NULLS LAST',
     "SELECT k, max(s), min(s) FROM t GROUP BY k HAVING max(s) > 'a' ORDER BY k",
+    'SELECT avg(big), sum(big) / count(big) FROM t',
+    'SELECT sum(b::INTEGER), count(*) FILTER (WHERE b), avg(b::INTEGER) FROM t',
+    ('SELECT k, sum(CASE WHEN v > 0 THEN v ELSE 0 END), count(CASE WHEN s IS NULL THEN 1 '
+     'END) FROM t GROUP BY k'),
+    'SELECT count(*) FROM (SELECT k, v FROM t GROUP BY k, v)',
+    'SELECT k, v, s, count(*) FROM t GROUP BY k, v, s',
+    "SELECT max(length(s)), min(s || 'x'), count(DISTINCT lower(s)) FROM t",
+    ('SELECT count(*), count(DISTINCT k), sum(v), min(s) FROM t_empty WHERE v > 0 HAVING '
+     'count(*) = 0'),
+    'SELECT k, count(*) FROM t_empty GROUP BY k HAVING count(*) = 0',
 ]
 
 ORDER_LIMIT = [
@@ -367,6 +392,11 @@ ORDER_LIMIT = [
     'SELECT id, v FROM t ORDER BY CASE WHEN v IS NULL THEN 0 ELSE 1 END, v DESC, id',
     'SELECT id, s FROM t ORDER BY length(s) DESC NULLS LAST, s, id LIMIT 6',
     'SELECT id, d FROM t ORDER BY d NULLS FIRST, id LIMIT 4 OFFSET 1',
+    'SELECT -v AS v FROM t ORDER BY v, 1',
+    'SELECT DISTINCT k % 2 AS p FROM t ORDER BY p NULLS FIRST',
+    'SELECT id, k FROM t ORDER BY k DESC NULLS FIRST, id LIMIT 100 OFFSET 3',
+    ('SELECT * FROM (SELECT id, v FROM t ORDER BY id LIMIT 3) a, (SELECT uid FROM u ORDER BY '
+     'uid DESC LIMIT 2) b'),
 ]
 
 SET_OPERATIONS = [
@@ -398,6 +428,7 @@ SET_OPERATIONS = [
     'SELECT k FROM t UNION ALL SELECT k FROM u UNION ALL SELECT k FROM e ORDER BY 1 NULLS FIRST',
     'SELECT s FROM t INTERSECT SELECT s FROM u ORDER BY s',
     "SELECT d FROM t EXCEPT SELECT DATE '2023-12-31'",
+    'SELECT d FROM t UNION SELECT ts FROM t',
 ]
 
 VALUES_CTE = [
@@ -493,6 +524,10 @@ SUBQUERIES = [
     'SELECT id FROM t WHERE v = (SELECT max(v) FROM t AS t2 WHERE t2.k = t.k)',
     'SELECT u.name FROM u WHERE u.w > ALL (SELECT v FROM t WHERE t.k = u.k AND v IS NOT NULL)',
     'SELECT u.name FROM u WHERE u.w < ANY (SELECT v FROM t WHERE t.k = u.k)',
+    'SELECT id, (SELECT count(*) FROM t_empty), (SELECT sum(v) FROM t_empty) FROM t',
+    'SELECT t.id FROM t WHERE t.k IN (SELECT k FROM e) OR t.k IS NULL',
+    "SELECT id, s FROM t WHERE s IN (SELECT s FROM u WHERE s <> '') ORDER BY id",
+    'SELECT id, coalesce(v, (SELECT max(w) FROM u)) FROM t',
 ]
 
 BIG = [
