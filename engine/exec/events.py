@@ -75,6 +75,8 @@ class SpillWritten(Event):
     rows: int
     bytes: int
     path: str
+    operator_id: int = 0
+    partition: int = 0
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class SpillRead(Event):
     rows: int
     bytes: int
     path: str
+    operator_id: int = 0
+    partition: int = 0
 
 
 @dataclass(frozen=True)
