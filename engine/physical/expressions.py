@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -40,9 +41,51 @@ def _evaluate(expr: Expr, batch) -> pa.Array | pa.Scalar:
     if isinstance(expr, Cast):
         return evaluate_cast(_evaluate(expr.expr, batch), expr.type, expr.safe)
     if isinstance(expr, Call):
+        if expr.func == "case" and len(expr.args) > 1:
+            return _evaluate_case(expr, batch)
         args = [_evaluate(arg, batch) for arg in expr.args]
         return evaluate_call(expr, args)
     raise InternalError(f"cannot evaluate {type(expr).__name__} {expr} in a physical plan")
+
+
+def _evaluate_case(expr: Call, batch) -> pa.Array:
+    """CASE WHEN c1 THEN v1 ... ELSE e END, each branch evaluated only on its own rows.
+
+    SQL evaluates a branch only for the rows that reach it, so ``CASE WHEN d <> 0 THEN n // d
+    END`` never divides by zero. Rows are routed with integer indices; the pieces are put back
+    in row order with one take. The loop is over branches, never rows.
+    """
+    from plansight.engine.functions.scalar import evaluate_cast
+
+    *pairs, otherwise = expr.args
+    remaining = np.arange(batch.num_rows)
+    positions, pieces = [], []
+
+    def value_on(value_expr, rows):
+        sub = batch if len(rows) == batch.num_rows else batch.take(pa.array(rows))
+        out = evaluate(value_expr, sub)
+        return out if out.type == expr.type else evaluate_cast(out, expr.type, False)
+
+    for condition, value in zip(pairs[0::2], pairs[1::2]):
+        if not len(remaining):
+            break
+        sub = batch if len(remaining) == batch.num_rows else batch.take(pa.array(remaining))
+        taken = np.asarray(evaluate_predicate(condition, sub).to_numpy(zero_copy_only=False),
+                           dtype=bool)
+        if taken.any():
+            rows = remaining[taken]
+            positions.append(rows)
+            pieces.append(value_on(value, rows))
+            remaining = remaining[~taken]
+    if len(remaining):
+        positions.append(remaining)
+        pieces.append(value_on(otherwise, remaining))
+    if len(pieces) == 1 and len(positions[0]) == batch.num_rows:
+        return pieces[0]
+    if not pieces:
+        return pa.nulls(batch.num_rows, expr.type)
+    order = np.argsort(np.concatenate(positions), kind="stable")
+    return pa.concat_arrays(pieces).take(pa.array(order))
 
 
 def is_constant(expr: Expr) -> bool:
