@@ -229,3 +229,10 @@ def test_many_errors_in_a_row_leave_the_session_usable(session):
         session.sql("SELECT id // 0 FROM t").to_arrow()
     assert session.sql("SELECT name FROM t WHERE id = 2").to_arrow().to_pylist() == \
         [{"name": "b"}]
+
+
+def test_case_evaluates_a_branch_only_on_its_rows():
+    s = ps.Session(target_partitions=1)
+    s.register("z", pa.table({"n": [6, 7, 8], "d": [0, 7, 2]}))
+    got = s.sql("SELECT CASE WHEN d <> 0 THEN n // d ELSE -1 END AS q FROM z").to_arrow()
+    assert got.column("q").to_pylist() == [-1, 1, 4]
