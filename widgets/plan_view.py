@@ -38,6 +38,7 @@ from plansight.engine.exec.events import (
 from plansight.errors import Cancelled
 
 MAX_SKEW_PARTITIONS = 32  # partitions drawn per repartition; the rest are summarised
+SKEW_FACTOR = 4  # a repartition is flagged as skewed when max >= SKEW_FACTOR x median rows
 
 
 @dataclass
@@ -283,7 +284,10 @@ def render_text(snap: MonitorSnapshot, plan) -> str:
                      f"batches={state.output_batches:,} "
                      f"elapsed={state.elapsed(snap.now) * 1000:.1f}ms")
     for operator_id, rows in snap.repartitions.items():
-        lines.append(f"rows per partition (operator {operator_id}): {list(rows)}")
+        summary = skew_summary(rows)
+        flag = (f" -- skewed: partition {summary['worst']} has {summary['max']:,} rows"
+                if summary["skewed"] else "")
+        lines.append(f"rows per partition (operator {operator_id}): {list(rows)}{flag}")
     if snap.error:
         lines.append(f"error: {snap.error}")
     return "\n".join(lines)
@@ -320,16 +324,50 @@ def render_html(snap: MonitorSnapshot, plan) -> str:
     return "".join(parts)
 
 
+def skew_summary(rows: tuple[int, ...]) -> dict:
+    """min / p25 / median / p75 / max of rows per partition, the worst partition, and whether
+    it is skewed (max at least ``SKEW_FACTOR`` times the median).
+
+    Example:
+        >>> summary = skew_summary((10, 12, 9, 200))
+        >>> summary["median"], summary["worst"], summary["skewed"]
+        (11.0, 3, True)
+    """
+    ordered = sorted(rows)
+    if not ordered:
+        return {"min": 0, "p25": 0.0, "median": 0.0, "p75": 0.0, "max": 0, "worst": None,
+                "skewed": False}
+
+    def quantile(q: float) -> float:  # linear interpolation, like numpy's default
+        position = q * (len(ordered) - 1)
+        low = int(position)
+        high = min(low + 1, len(ordered) - 1)
+        return float(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
+
+    median = quantile(0.5)
+    top = ordered[-1]
+    return {"min": ordered[0], "p25": quantile(0.25), "median": median, "p75": quantile(0.75),
+            "max": top, "worst": rows.index(top),
+            "skewed": len(rows) > 1 and top > 0 and top >= SKEW_FACTOR * median}
+
+
 def _skew_html(operator_id: int, rows: tuple[int, ...]) -> str:
     shown = rows[:MAX_SKEW_PARTITIONS]
     top = max(rows, default=0) or 1
-    mean = sum(rows) / len(rows) if rows else 0
+    summary = skew_summary(rows)
     bars = "".join(
         f"<div title='partition {i}: {r:,} rows' style='display:inline-block;width:8px;"
-        f"margin-right:1px;vertical-align:bottom;background:#1f77b4;"
+        f"margin-right:1px;vertical-align:bottom;"
+        f"background:{'#d62728' if summary['skewed'] and i == summary['worst'] else '#1f77b4'};"
         f"height:{max(1, round(40 * r / top))}px'></div>" for i, r in enumerate(shown))
     more = f" (first {MAX_SKEW_PARTITIONS} of {len(rows)})" if len(rows) > len(shown) else ""
-    skew = f"max/mean {max(rows) / mean:.2f}" if mean else "no rows"
-    return (f"<div style='margin-top:4px'>rows per partition, RepartitionExec #{operator_id}"
-            f"{more}: min {min(rows, default=0):,}, max {max(rows, default=0):,}, {skew}"
+    stats = (f"min {summary['min']:,}, p25 {summary['p25']:,.0f}, median {summary['median']:,.0f}"
+             f", p75 {summary['p75']:,.0f}, max {summary['max']:,}")
+    flag = ""
+    if summary["skewed"]:
+        flag = (f" <span class='plansight-skewed' style='color:#d62728;font-weight:bold'>"
+                f"skewed: partition {summary['worst']} has {summary['max']:,} rows, "
+                f"≥ {SKEW_FACTOR}× the median</span>")
+    return (f"<div class='plansight-skew' style='margin-top:4px'>rows per partition, "
+            f"RepartitionExec #{operator_id}{more}: {stats}{flag}"
             f"<div style='height:42px'>{bars}</div></div>")
