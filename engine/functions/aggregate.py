@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.errors import PlanError, did_you_mean
+from plansight.errors import ExecutionError, PlanError, did_you_mean
 
 NUMERIC_RESULT = {"avg", "mean", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
                   "var_pop", "median", "quantile_cont"}
@@ -125,6 +125,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                                               if s.distinct and s.column is not None])
     table = work
     nan_checks: list[tuple[int, int]] = []  # (spec, position in simple) for MAX over doubles
+    overflow_checks: list[tuple[int, int]] = []  # (spec, position) for SUM over integers
     for i, spec in enumerate(specs):
         if spec.func == "count_star":
             simple.append((i, ([], "count_all", None)))
@@ -136,11 +137,25 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
         elif spec.func in _KERNEL:
             column = spec.column
             t = table.schema.field(column).type
-            if spec.func in NUMERIC_RESULT and pa.types.is_decimal(t):
+            if (spec.func in NUMERIC_RESULT and pa.types.is_decimal(t)) or (
+                    spec.func == "sum" and pa.types.is_integer(t)
+                    and pa.types.is_floating(spec.type)):
+                # decimals for avg/stddev, and integer sums kept as double (avg states):
+                # accumulate in double; Arrow's int64 sum would wrap around
                 cast_name = f"__f64_{i}"
-                work = work.append_column(cast_name, pc.cast(table[column], pa.float64()))
+                work = work.append_column(cast_name, pc.cast(table[column], pa.float64(),
+                                                             safe=False))
                 column = cast_name
             simple.append((i, (column, _KERNEL[spec.func], _kernel_options(spec))))
+            if spec.func == "sum" and pa.types.is_integer(t) and \
+                    pa.types.is_integer(spec.type):
+                # Arrow's int64 sum wraps silently: a double sum alongside tells a wrapped
+                # result (off by a multiple of 2**64) from a right one
+                check_name = f"__fsum_{i}"
+                work = work.append_column(check_name, pc.cast(table[column], pa.float64(),
+                                                              safe=False))
+                overflow_checks.append((i, len(simple)))
+                simple.append((-1, (check_name, "sum", _kernel_options(spec))))
             if spec.func == "max" and pa.types.is_floating(t):
                 # DuckDB: NaN is the greatest double, so MAX is NaN when a NaN is present;
                 # Arrow's max skips NaN
@@ -168,6 +183,14 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     for position, (i, _) in enumerate(simple):
         if i >= 0:
             results[i] = grouped.column(n_keys + position)
+    for i, position in overflow_checks:
+        exact = pc.cast(results[i], pa.float64(), safe=False)
+        wrapped = pc.greater(pc.abs(pc.subtract(exact, grouped.column(n_keys + position))),
+                             2.0 ** 62)
+        if pc.any(wrapped).as_py():
+            raise ExecutionError(f"Overflow in {specs[i].output.split('#')[0]}: the total is "
+                                 "beyond the BIGINT range; CAST the argument to HUGEINT or "
+                                 "DECIMAL(38, 0)")
     for i, position in nan_checks:
         has_nan = pc.fill_null(grouped.column(n_keys + position), False)
         results[i] = pc.if_else(has_nan, pa.scalar(float("nan"), results[i].type), results[i])
