@@ -118,6 +118,11 @@ def test_type_mismatch(session, sql, fragment):
     ("SELECT id % 0 FROM t", "division by zero"),
     ("SELECT 9223372036854775807 + id FROM t", "overflow"),
     ("SELECT CAST(name AS INTEGER) FROM t", "'a'"),
+    # DuckDB sums BIGINT into HUGEINT; plansight keeps BIGINT and must not wrap around
+    ("SELECT sum(x) FROM (VALUES (4611686018427387904), (4611686018427387904)) v(x)",
+     "overflow"),
+    (("SELECT s.id, sum(x) FROM (SELECT id, 9223372036854775807 - id AS x FROM t) s "
+      "CROSS JOIN t AS u GROUP BY s.id"), "overflow"),
 ])
 def test_execution_errors(session, sql, fragment):
     error = _error(session, sql, ExecutionError, run=True)

@@ -350,6 +350,10 @@ AGGREGATES = [
     ('SELECT count(*), count(DISTINCT k), sum(v), min(s) FROM t_empty WHERE v > 0 HAVING '
      'count(*) = 0'),
     'SELECT k, count(*) FROM t_empty GROUP BY k HAVING count(*) = 0',
+    ('SELECT k, avg(x), sum(CAST(x AS HUGEINT)) FROM (SELECT k, big // 2 + 2305843009213693952 AS '
+     'x FROM t WHERE big >= 0) GROUP BY k'),
+    ('SELECT avg(x), sum(x::DECIMAL(38, 0)) FROM (VALUES (4611686018427387904), '
+     '(4611686018427387904), (4611686018427387904)) v(x)'),
 ]
 
 ORDER_LIMIT = [
