@@ -18,6 +18,7 @@ RULES = (
     eliminate_cross_joins,   # FROM a, b, c: join in the order equalities connect them
     push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
     fold_constants,          # pushdown substitutes expressions; fold what became constant
+    unwrap_cast_in_comparison,  # again: decorrelated subqueries brought new comparisons
     push_down_limit,         # after filters: a limit never passes a filter
     push_down_projections,   # last: prune what every earlier rewrite left unused
 )

@@ -13,14 +13,13 @@ re-densified when the code space would overflow. NULL keys never match.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
+from plansight.engine.physical.join_build import SharedBuild
 from plansight.engine.physical.join_output import JoinAssembler, expand_matches, join_schema
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
@@ -170,7 +169,9 @@ class HashJoinExec(ExecutionPlan):
         self.left, self.right, self.on = left, right, list(on)
         self.join_type, self.filter, self.null_aware = join_type, filter, null_aware
         self.null_equal = null_equal
-        self._build_lock = threading.Lock()
+        self.shared_build = SharedBuild(
+            left, f"{self.name}[build]",
+            lambda table: KeyIndex([evaluate(k, table) for k, _ in self.on], self.null_equal))
 
     def children(self):
         return [self.left, self.right]
@@ -204,32 +205,9 @@ class HashJoinExec(ExecutionPlan):
             text += ", null_aware=true"
         return text
 
-    def _build(self, ctx):
-        """The build table and its key index, computed once and shared by probe partitions."""
-        with self._build_lock:
-            cached = getattr(self, "_built", None)
-            if cached is not None and cached[0] is ctx:
-                return cached[1], cached[2]
-            reservation = ctx.memory_pool.register(f"{self.name}[build]")
-            batches = []
-            for batch in self.left.execute(0, ctx):
-                reservation.grow(batch.nbytes)
-                batches.append(batch)
-            table = pa.Table.from_batches(batches, schema=self.left.schema).combine_chunks()
-            keys = [evaluate(left, table) for left, _ in self.on]
-            index = KeyIndex(keys, self.null_equal)
-            self._built = (ctx, table, index, reservation)
-            return table, index
-
-    def release(self) -> None:
-        built = getattr(self, "_built", None)
-        if built is not None:
-            built[3].free()
-            self._built = None
-
     def _execute(self, partition, ctx):
         try:
-            build, index = self._build(ctx)
+            build, index = self.shared_build.acquire(ctx)
             assembler = JoinAssembler(build, self.join_type, self.schema, self.filter)
             build_empty = build.num_rows == 0
             if self.null_aware and index.has_null_key and self.join_type == "right_anti":
@@ -255,12 +233,7 @@ class HashJoinExec(ExecutionPlan):
                     yield from assembler.probe(probe, probe_idx, build_idx, chunk_excluded)
             yield from assembler.finish(self.right.schema, ctx.batch_size)
         finally:
-            with self._build_lock:
-                self._finished = getattr(self, "_finished", 0) + 1
-                last = self._finished >= self.output_partitioning().count
-            if last:
-                self._finished = 0
-                self.release()
+            self.shared_build.release(ctx, self.output_partitioning().count)
 
 
 def coalesce_batches(batches, min_rows: int):

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from plansight.engine.logical.expr import Expr
+from plansight.engine.physical.join_build import SharedBuild
 from plansight.engine.physical.join_output import JoinAssembler, join_schema
 from plansight.engine.physical.plan import SINGLE_PARTITION, UNSPECIFIED, ExecutionPlan, Partitioning
 
@@ -21,6 +22,7 @@ class NestedLoopJoinExec(ExecutionPlan):
                  filter: Expr | None = None):
         super().__init__(join_schema(left.schema, right.schema, join_type))
         self.left, self.right, self.join_type, self.filter = left, right, join_type, filter
+        self.shared_build = SharedBuild(left, f"{self.name}[build]")
 
     def children(self):
         return [self.left, self.right]
@@ -40,13 +42,8 @@ class NestedLoopJoinExec(ExecutionPlan):
         return f"NestedLoopJoinExec: join_type={self.join_type}{flt}"
 
     def _execute(self, partition, ctx):
-        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
         try:
-            batches = []
-            for batch in self.left.execute(0, ctx):
-                reservation.grow(batch.nbytes)
-                batches.append(batch)
-            build = pa.Table.from_batches(batches, schema=self.left.schema).combine_chunks()
+            build, _ = self.shared_build.acquire(ctx)
             assembler = JoinAssembler(build, self.join_type, self.schema, self.filter)
             n_build = build.num_rows
             for batch in self.right.execute(partition, ctx):
@@ -63,4 +60,4 @@ class NestedLoopJoinExec(ExecutionPlan):
                     yield from assembler.probe(probe, probe_idx, build_idx)
             yield from assembler.finish(self.right.schema, ctx.batch_size)
         finally:
-            reservation.free()
+            self.shared_build.release(ctx, self.output_partitioning().count)

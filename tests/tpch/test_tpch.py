@@ -42,3 +42,26 @@ def test_tpch_query_matches_duckdb(engines, number):
     expected = expected.read_all() if hasattr(expected, "read_all") else expected
     assert expected.num_rows > 0, f"Q{number} has an empty oracle answer"
     assert_same(got, expected, ordered=has_top_level_order_by(sql), sql=sql)
+
+
+@pytest.fixture(scope="module")
+def generated():
+    from plansight.datasets import tpch
+
+    return tpch(0.01)
+
+
+@pytest.mark.parametrize("number", sorted(TPCH_QUERIES))
+def test_tpch_in_memory_at_three_partitions_matches_duckdb(generated, number):
+    """Memory tables split into row ranges: every exchange, shared build and two-phase
+    aggregate runs with several partitions on several threads."""
+    session = ps.Session(target_partitions=3, batch_size=2048)
+    con = duckdb.connect()
+    for name, table in generated.items():
+        session.register(name, table)
+        con.register(name, table)
+    sql = TPCH_QUERIES[number]
+    got = session.sql(sql).to_arrow()
+    expected = con.sql(sql).arrow()
+    expected = expected.read_all() if hasattr(expected, "read_all") else expected
+    assert_same(got, expected, ordered=has_top_level_order_by(sql), sql=sql)
