@@ -82,7 +82,9 @@ def _axis(x0: float, width: float, span_ms: float, y: float, height: float) -> l
 def gantt_svg(timeline: Timeline, samples: Sequence[Sample] = (), width: int = 760) -> str:
     """One bar per operator partition run, operators in EXPLAIN order (root on top).
 
-    Bars are inclusive: a parent's bar spans the time it waited for its children.
+    Bars are inclusive: a parent's bar spans the time it waited for its children. A bar is
+    pale until the operator's first output batch: a blocking operator (a sort) is pale for
+    as long as it reads its input, a streaming one turns solid almost at once.
     """
     origin, end = time_range(timeline, samples)
     lanes = timeline.lanes()
@@ -106,7 +108,8 @@ def gantt_svg(timeline: Timeline, samples: Sequence[Sample] = (), width: int = 7
     parts = [_svg_open("plansight-gantt", width, height),
              f"<text x='0' y='12' {_FONT} font-weight='bold'>operator timeline</text>",
              (f"<text x='{LABEL_WIDTH}' y='12' {_FONT} fill='#777'>one bar per operator "
-              "partition; a parent's bar includes waiting for its children</text>")]
+              "partition, pale until its first output batch; a parent's bar includes its "
+              "children's time</text>")]
     parts += _axis(LABEL_WIDTH, plot_width, scale_ms, top + row_height * max(1, len(rows)),
                    row_height * max(1, len(rows)))
     opacity = "1" if per_partition else "0.45"
@@ -118,12 +121,22 @@ def gantt_svg(timeline: Timeline, samples: Sequence[Sample] = (), width: int = 7
         for span in spans:
             x = LABEL_WIDTH + (span.start - origin) * 1000 / scale_ms * plot_width
             w = max(1.0, span.duration * 1000 / scale_ms * plot_width)
+            first = span.end if span.first_output is None else span.first_output
+            waiting = min(w, max(0.0, (first - span.start) * 1000 / scale_ms * plot_width))
             tip = (f"{span.operator} #{span.operator_id} partition {span.partition}: "
                    f"{span.duration * 1000:.2f} ms, {span.rows:,} rows, {span.batches:,} "
-                   f"batches" + ("" if span.finished else " (not finished)"))
-            parts.append(f"<rect x='{x:.1f}' y='{y + 2}' width='{w:.1f}' "
+                   f"batches, first output after {(first - span.start) * 1000:.2f} ms"
+                   + ("" if span.finished else " (not finished)"))
+            # pale until the first batch came out (only input consumed), solid after
+            parts.append(f"<g><title>{html.escape(tip)}</title>"
+                         f"<rect x='{x:.1f}' y='{y + 2}' width='{w:.1f}' "
                          f"height='{row_height - 4}' rx='2' fill='{colour.get(operator_id)}' "
-                         f"fill-opacity='{opacity}'><title>{html.escape(tip)}</title></rect>")
+                         f"fill-opacity='{float(opacity) * 0.35:.2f}'/>")
+            if w - waiting >= 0.5:
+                parts.append(f"<rect x='{x + waiting:.1f}' y='{y + 2}' "
+                             f"width='{w - waiting:.1f}' height='{row_height - 4}' rx='2' "
+                             f"fill='{colour.get(operator_id)}' fill-opacity='{opacity}'/>")
+            parts.append("</g>")
     parts.append("</svg>")
     return "".join(parts)
 

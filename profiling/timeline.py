@@ -4,7 +4,8 @@ An operator partition runs from its ``OperatorStarted`` (its stream's first ``ne
 ``OperatorFinished`` (the stream ended or was closed). That span is *inclusive*: a parent's
 span contains the time it waited for its children, as in a flame chart. ``BatchProduced``
 events add the rows, batches and bytes each span emitted; ``ReservationChanged`` events give
-the memory pool's reserved total over time.
+the memory pool's reserved total over time. The first batch's time splits a span in two:
+before it the operator only consumed input (a sort reading everything), after it it emitted.
 
     operator partition   0 ms ─────────────────────────────────────────── 40 ms
     SortExec #1 p0            ████████████████████████████████████████████
@@ -51,6 +52,7 @@ class Span:
     batches: int = 0
     bytes: int = 0
     finished: bool = True  # False: the query stopped before this partition's stream ended
+    first_output: float | None = None  # when the first batch came out (None: no rows)
 
     @property
     def duration(self) -> float:
@@ -166,13 +168,15 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
                 first_seen.append(event.operator_id)
             names[event.operator_id] = event.operator
             open_spans[(event.operator_id, event.partition)].append(
-                {"start": event.time, "rows": 0, "batches": 0, "bytes": 0})
+                {"start": event.time, "rows": 0, "batches": 0, "bytes": 0, "first": None})
         elif isinstance(event, BatchProduced):
             pending = open_spans.get((event.operator_id, event.partition))
             if pending:
                 # concurrent executions of one operator partition cannot be told apart:
                 # the batch counts for the most recently started one
                 current = pending[-1]
+                if current["first"] is None:
+                    current["first"] = event.time
                 current["rows"] += event.rows
                 current["batches"] += 1
                 current["bytes"] += event.bytes
@@ -182,7 +186,7 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
                 opened = pending.popleft()
                 spans.append(Span(event.operator_id, event.operator, event.partition,
                                   opened["start"], event.time, event.rows, opened["batches"],
-                                  opened["bytes"]))
+                                  opened["bytes"], True, opened["first"]))
         elif isinstance(event, ReservationChanged):
             pool.append((event.time, event.pool_total))
         elif isinstance(event, SpillWritten):
@@ -200,7 +204,8 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
     for (operator_id, partition), pending in open_spans.items():
         for opened in pending:  # never finished: the query failed or was cancelled
             spans.append(Span(operator_id, names[operator_id], partition, opened["start"], end,
-                              opened["rows"], opened["batches"], opened["bytes"], False))
+                              opened["rows"], opened["batches"], opened["bytes"], False,
+                              opened["first"]))
     start = query_start if query_start is not None else min(
         (s.start for s in spans), default=end)
     order = first_seen

@@ -6,7 +6,7 @@ Mapping (the "JSON Object Format" of the Trace Event Format)::
     tid  = one operator partition: a track named "SortExec #3 p0", in EXPLAIN order
     "X"  = a complete event per operator partition run (ts, dur in microseconds)
     "C"  = counters: process RSS and CPU % (sampler), memory pool reserved (events)
-    "i"  = an instant per spill file written
+    "i"  = an instant per spill file written, on the spilling operator partition's track
 
 Times are microseconds from the run's own start, so runs compared in one file line up at 0.
 """
@@ -38,7 +38,9 @@ def trace_events(timeline: Timeline, samples: Iterable[Sample] = (), pid: int = 
         {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}},
     ]
     seen: dict[tuple[int, int], int] = {}
+    tracks: dict[tuple[int, int], int] = {}  # (operator id, partition) -> its first track
     for tid, (operator_id, partition, lane) in enumerate(timeline.lanes(), start=1):
+        tracks.setdefault((operator_id, partition), tid)
         repeat = seen.get((operator_id, partition), 0)
         seen[(operator_id, partition)] = repeat + 1
         track = f"{timeline.names.get(operator_id, '?')} #{operator_id} p{partition}"
@@ -54,7 +56,9 @@ def trace_events(timeline: Timeline, samples: Iterable[Sample] = (), pid: int = 
                 "ts": ts(span.start), "dur": round(max(span.duration, 0.0) * 1e6, 3),
                 "args": {"operator_id": span.operator_id, "partition": span.partition,
                          "rows": span.rows, "batches": span.batches, "bytes": span.bytes,
-                         "finished": span.finished}})
+                         "finished": span.finished,
+                         "first_output_ms": None if span.first_output is None else
+                         round((span.first_output - span.start) * 1000, 3)}})
     for sample in samples:
         events.append({"ph": "C", "name": "process RSS (MB)", "pid": pid, "ts": ts(sample.time),
                        "args": {"rss": round(sample.rss / _MB, 3)}})
@@ -64,10 +68,13 @@ def trace_events(timeline: Timeline, samples: Iterable[Sample] = (), pid: int = 
         events.append({"ph": "C", "name": "memory pool reserved (MB)", "pid": pid, "ts": ts(time),
                        "args": {"reserved": round(total / _MB, 3)}})
     for spill in timeline.spills:
-        events.append({"ph": "i", "s": "p", "cat": "spill", "name": f"spill {spill.operator}",
-                       "pid": pid, "ts": ts(spill.time),
-                       "args": {"operator": spill.operator, "rows": spill.rows,
-                                "bytes": spill.bytes}})
+        event = {"ph": "i", "s": "p", "cat": "spill", "name": f"spill {spill.operator}",
+                 "pid": pid, "ts": ts(spill.time),
+                 "args": {"operator": spill.operator, "rows": spill.rows, "bytes": spill.bytes}}
+        tid = tracks.get((getattr(spill, "operator_id", None), getattr(spill, "partition", None)))
+        if tid is not None:  # on the spilling operator partition's own track
+            event.update(s="t", tid=tid)
+        events.append(event)
     return events
 
 

@@ -17,8 +17,10 @@ from plansight.engine.exec.events import (
     OperatorFinished,
     OperatorStarted,
     QueryCancelled,
+    QueryFinished,
     QueryStarted,
     ReservationChanged,
+    SpillWritten,
 )
 from plansight.profiling import (
     Sampler,
@@ -28,6 +30,7 @@ from plansight.profiling import (
     compare_settings,
     operator_stats,
     profile_query,
+    trace_events,
     write_trace,
 )
 from plansight.profiling.plots import gantt_svg, memory_svg
@@ -153,6 +156,7 @@ def test_unfinished_spans_after_cancel():
     sort, scan = timeline.spans
     assert (sort.operator, sort.finished, sort.end) == ("SortExec", False, 2.0)
     assert (scan.rows, scan.batches, scan.bytes, scan.finished) == (10, 1, 80, True)
+    assert scan.first_output == 1.3 and sort.first_output is None
     assert timeline.pool == [(1.35, 80)]
 
 
@@ -201,8 +205,10 @@ def test_compare_runs_and_stats(session):
 def test_plots_are_svg_with_a_bar_per_span(session):
     profile = profile_query(session.sql(JOIN_SQL), interval=0.005)
     gantt = ElementTree.fromstring(profile.gantt_svg())
-    bars = gantt.findall("{http://www.w3.org/2000/svg}rect")
+    bars = gantt.findall("{http://www.w3.org/2000/svg}g")
     assert len(bars) == len(profile.timeline.spans)
+    for bar, span in zip(bars, profile.timeline.spans):
+        assert f"partition {span.partition}: " in bar.find("{http://www.w3.org/2000/svg}title").text
     memory = ElementTree.fromstring(memory_svg(profile.timeline, profile.samples))
     assert memory.findall("{http://www.w3.org/2000/svg}polyline")
     html = profile._repr_html_()
@@ -215,3 +221,16 @@ def test_plots_are_svg_with_a_bar_per_span(session):
     rows = ElementTree.fromstring(gantt_svg(big.timeline)).findall(
         "{http://www.w3.org/2000/svg}text")
     assert len(rows) < len(big.timeline.spans)
+
+
+def test_spills_are_instants_on_their_operator_track():
+    events = [QueryStarted("q", time=1.0), OperatorStarted(1, "SortExec", 0, time=1.0),
+              SpillWritten("SortExec", 100, 4096, "/tmp/x.arrow", operator_id=1, partition=0,
+                           time=1.5),
+              OperatorFinished(1, "SortExec", 0, 100, 1.0, time=2.0), QueryFinished(100, time=2.0)]
+    timeline = build_timeline(events)
+    (spill,) = [e for e in trace_events(timeline) if e["ph"] == "i"]
+    (track,) = [e for e in trace_events(timeline) if e["name"] == "thread_name"]
+    assert spill["tid"] == track["tid"] and spill["s"] == "t" and spill["ts"] == 500_000
+    assert spill["args"] == {"operator": "SortExec", "rows": 100, "bytes": 4096}
+    assert "spill" in memory_svg(timeline)
