@@ -157,6 +157,10 @@ def _may_match(predicate: tuple[str, str, Any], stats) -> bool:
     if column not in stats:
         return True
     low, high, _ = stats[column]
+    if isinstance(low, float) and (op in ("gt", "gte") or value != value):
+        # Parquet min/max leave NaN out, and NaN is the greatest double (it satisfies any
+        # x > v, and x = NaN): only upper bounds and equality with a number can prune
+        return True
     try:
         if op == "eq":
             return low <= value <= high
@@ -204,8 +208,11 @@ class CsvSource(TableSource):
     def read(self, unit, columns, batch_size):
         import pyarrow.csv as pacsv
 
+        # an empty field is NULL for every type, strings too, as in DuckDB (Arrow's default
+        # reads it as '' for strings)
         convert = pacsv.ConvertOptions(include_columns=columns,
-                                       column_types=self._convert_types)
+                                       column_types=self._convert_types,
+                                       strings_can_be_null=True)
         try:
             reader = pacsv.open_csv(unit.path, read_options=self._read,
                                     parse_options=self._parse, convert_options=convert)
