@@ -146,7 +146,31 @@ def _push_join(join: lp.Join, predicates: list[Expr]) -> lp.LogicalPlan:
     new_kind = "inner" if kind == "cross" and (on or residual) else kind
     new = replace(join, left=left, right=right, kind=new_kind, on=tuple(on),
                   filter=conjunction(residual))
+    if new_kind in ("semi", "anti"):
+        new = _sink_semi_join(new)
     return _wrap(new, above)
+
+
+def _sink_semi_join(join: lp.Join) -> lp.LogicalPlan:
+    """Semi(Inner(A, B), S) on A's columns only -> Inner(Semi(A, S), B).
+
+    A semi or anti join only removes rows of its left input; when its condition reads one
+    side of an inner join below, it removes them there, before the inner join multiplies rows.
+    """
+    inner = join.left
+    if not (isinstance(inner, lp.Join) and inner.kind in ("inner", "cross")):
+        return join
+    right_ids = _ids(join.right)
+    used = set()
+    for expr in join.expressions():
+        used |= columns_of(expr)
+    used -= right_ids
+    for side in ("left", "right"):
+        child = getattr(inner, side)
+        if used <= _ids(child):
+            sunk = _sink_semi_join(replace(join, left=child))
+            return replace(inner, **{side: sunk})
+    return join
 
 
 def split_join_keys(conditions: list[Expr], left_ids: set[int], right_ids: set[int]):
