@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.plan import SINGLE_PARTITION, UNSPECIFIED, ExecutionPlan
 
 
-def sort_indices(table: pa.Table | pa.RecordBatch, keys: list[SortKey]) -> pa.Array:
-    """Stable sort permutation of ``table`` by ``keys`` (evaluated on the table)."""
+def sort_columns(table: pa.Table | pa.RecordBatch,
+                 keys: list[SortKey]) -> tuple[list[pa.Array], list[tuple[str, str, str]]]:
+    """The columns ``sort_indices`` orders by, with Arrow sort keys ``(name, order, placement)``.
+
+    A floating key contributes two columns: its NaN-ness, then its values.
+    """
     columns, sort_keys = [], []
     for key in keys:
         column = evaluate(key.expr, table)
@@ -28,6 +31,12 @@ def sort_indices(table: pa.Table | pa.RecordBatch, keys: list[SortKey]) -> pa.Ar
             sort_keys.append((f"k{len(sort_keys)}", order, placement))
         columns.append(column)
         sort_keys.append((f"k{len(sort_keys)}", order, placement))
+    return columns, sort_keys
+
+
+def sort_indices(table: pa.Table | pa.RecordBatch, keys: list[SortKey]) -> pa.Array:
+    """Stable sort permutation of ``table`` by ``keys`` (evaluated on the table)."""
+    columns, sort_keys = sort_columns(table, keys)
     keyed = pa.table(columns, names=[name for name, _, _ in sort_keys])
     return pc.sort_indices(keyed, sort_keys=sort_keys)
 
