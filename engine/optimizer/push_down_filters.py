@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from plansight.engine.logical import plan as lp
+from plansight.engine.logical.estimate import estimate_rows
 from plansight.engine.logical.expr import (
     Call,
     Column,
@@ -167,7 +168,9 @@ def _sink_semi_join(join: lp.Join) -> lp.LogicalPlan:
     used -= right_ids
     for side in ("left", "right"):
         child = getattr(inner, side)
-        if used <= _ids(child):
+        # only worth it when the semi join's other input is smaller than the rows it filters;
+        # otherwise the inner join (often the more selective one) should run first
+        if used <= _ids(child) and estimate_rows(join.right) < estimate_rows(child):
             sunk = _sink_semi_join(replace(join, left=child))
             return replace(inner, **{side: sunk})
     return join
