@@ -111,6 +111,8 @@ def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
         grouped: list[lp.Aggregate] = []
         inner, correlated = _pull_correlated(inner, outer_ids, [value], for_exists=False,
                                              grouped=grouped)
+        if not grouped:
+            inner, value, correlated = _at_most_one_row(inner, value, correlated)
         empty = _empty_group_value(inner, value, grouped) if grouped else None
         if correlated and empty is not None:
             # rows without a correlated match get the subquery's value over an empty group
@@ -128,7 +130,7 @@ def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
         if correlated:
             plan = lp.Join(plan, inner, "left", (), conjunction(correlated))
         else:
-            # uncorrelated: one value for every row (a second row is not checked yet)
+            # uncorrelated: one value for every row (at most one row: _at_most_one_row)
             plan = lp.Join(plan, inner, "left", (), None)
         mapping[sub.plan_key] = value
 
@@ -137,6 +139,39 @@ def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
             return mapping[e.plan_key]
         return e
     return plan, transform(expr, swap)
+
+
+def _at_most_one_row(inner: lp.LogicalPlan, value: Column, correlated: list[Expr]):
+    """A scalar subquery that may return several rows (per outer row) becomes one row per
+    correlation key, with its row count: ``single_row_value`` raises for more than one, where a
+    plain left join would repeat the outer row. Returns (plan, value expression, conditions).
+
+    Plans that cannot return two rows are left alone (an aggregate without GROUP BY, LIMIT 1),
+    and so are non-equality correlations (not checked yet).
+    """
+    from plansight.engine.logical.expr import AggregateCall
+
+    node = inner
+    while isinstance(node, (lp.Projection, lp.Sort)):
+        node = node.input
+    if (isinstance(node, lp.Aggregate) and not node.group_exprs) or (
+            isinstance(node, lp.Limit) and node.fetch is not None and node.fetch <= 1):
+        return inner, value, correlated
+    inner_ids = produced_ids(inner)
+    pairs = []
+    for predicate in correlated:
+        inner_side = _equality_inner_side(predicate, inner_ids)
+        if inner_side is None:
+            return inner, value, correlated
+        pairs.append((inner_side, next(a for a in predicate.args if a is not inner_side)))
+    keys = tuple(Column(next_id(), "__key", i.type) for i, _ in pairs)
+    rows = Column(next_id(), "__rows", pa.int64())
+    single = Column(next_id(), value.name, value.type)
+    counted = lp.Aggregate(inner, tuple(i for i, _ in pairs), keys,
+                           (AggregateCall("count_star", (), pa.int64()),
+                            AggregateCall("any_value", (value,), value.type)), (rows, single))
+    conditions = [Call("eq", (outer, key), pa.bool_()) for (_, outer), key in zip(pairs, keys)]
+    return counted, Call("single_row_value", (rows, single), value.type), conditions
 
 
 def _mark_subquery(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalPlan, Expr]:

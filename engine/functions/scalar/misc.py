@@ -1,4 +1,5 @@
-"""Miscellaneous functions: typeof, if/iif, hash.
+"""Miscellaneous functions: typeof, if/iif, hash; the internal single-row check of scalar
+subqueries.
 
 ``typeof`` is decided while binding (the type is known then) and becomes a constant.
 """
@@ -18,7 +19,7 @@ from plansight.engine.functions.scalar.utf8 import _parts as utf8_parts
 from plansight.engine.functions.scalar.vector import Value, broadcast, finish, from_numpy
 from plansight.engine.logical.expr import Call, Expr, Literal
 
-from plansight.errors import NotSupportedError
+from plansight.errors import ExecutionError, NotSupportedError
 
 
 @binder("typeof")
@@ -107,3 +108,16 @@ def hash_kernel(args: list[Value], call_: Call) -> Value:
         words = np.where(nulls, np.uint64(0x9E3779B97F4A7C15), words)
         state = _mix(state ^ _mix(words))
     return finish(from_numpy(state, None, pa.uint64()), all_scalar)
+
+
+@kernel("single_row_value")
+def single_row_value_kernel(args: list[Value], call_: Call) -> Value:
+    """``single_row_value(rows, value)``: a scalar subquery's value (decorrelation counts the
+    subquery's rows per outer row); more than one row is an error, as in DuckDB."""
+    rows, value = args
+    many = pc.greater(rows, 1)
+    if pc.any(many).as_py() if isinstance(many, (pa.Array, pa.ChunkedArray)) else many.as_py():
+        raise ExecutionError("More than one row returned by a subquery used as an expression: "
+                             "a scalar subquery must return at most one row (add LIMIT 1 or "
+                             "an aggregate)")
+    return value
