@@ -121,6 +121,9 @@ def test_type_mismatch(session, sql, fragment):
     # DuckDB sums BIGINT into HUGEINT; plansight keeps BIGINT and must not wrap around
     ("SELECT sum(x) FROM (VALUES (4611686018427387904), (4611686018427387904)) v(x)",
      "overflow"),
+    ("SELECT id, (SELECT name FROM t) FROM t", "more than one row"),
+    ("SELECT id, (SELECT b.name FROM t AS b, t AS c WHERE b.id = t.id) FROM t",
+     "more than one row"),
     (("SELECT s.id, sum(x) FROM (SELECT id, 9223372036854775807 - id AS x FROM t) s "
       "CROSS JOIN t AS u GROUP BY s.id"), "overflow"),
 ])

@@ -61,6 +61,10 @@ SELECT_WHERE = [
     'SELECT 1 WHERE 1 = 1',
     'SELECT count(*) WHERE false',
     'SELECT k + 1 AS k, count(*) FROM t GROUP BY k',
+    "SELECT count(*) FROM t GROUP BY 'x'",
+    'SELECT id FROM t ORDER BY id LIMIT 1 + 1',
+    'SELECT x.a, x.b FROM (SELECT k, v FROM t) AS x(a, b) WHERE x.a > 1',
+    "SELECT 'a' || 1 || 2.5 || true || DATE '2024-01-01'",
 ]
 
 PREDICATES = [
@@ -532,6 +536,18 @@ SUBQUERIES = [
     'SELECT t.id FROM t WHERE t.k IN (SELECT k FROM e) OR t.k IS NULL',
     "SELECT id, s FROM t WHERE s IN (SELECT s FROM u WHERE s <> '') ORDER BY id",
     'SELECT id, coalesce(v, (SELECT max(w) FROM u)) FROM t',
+    'SELECT id, (SELECT w FROM u WHERE u.k = t.k AND u.k > 2) AS w FROM t',
+    'SELECT id, (SELECT w FROM u WHERE uid = 101) FROM t',
+    'SELECT id, (SELECT w FROM u ORDER BY w DESC LIMIT 1) FROM t',
+    'SELECT id, (SELECT w FROM u_empty) FROM t',
+    'SELECT id FROM t WHERE v = (SELECT w FROM u WHERE u.k = t.k AND u.k IN (3, 4))',
+    'SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM u)',
+    ('SELECT t1.id FROM t t1 WHERE NOT EXISTS (SELECT 1 FROM t t2 WHERE t2.k = t1.k AND t2.v '
+     '> t1.v)'),
+    'SELECT id FROM t WHERE k IN (SELECT k FROM u ORDER BY w LIMIT 2)',
+    ('SELECT k, count(*) FROM t WHERE k IN (SELECT k FROM u GROUP BY k HAVING count(*) > 1) '
+     'GROUP BY k'),
+    'SELECT id, (SELECT count(*) FROM u WHERE u.k = t.k) AS c FROM t ORDER BY c DESC, id',
 ]
 
 BIG = [

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
+from pyarrow import feather
 
 import plansight as ps
 from tests.differential.harness import assert_same, has_top_level_order_by, run_duckdb
