@@ -24,6 +24,7 @@ from plansight.engine.physical.plan import ExecutionPlan
 from plansight.engine.physical.projection import ProjectionExec
 from plansight.engine.physical.scan import DataSourceExec
 from plansight.engine.physical.sort import SortExec
+from plansight.engine.physical.sort_preserving_merge import SortPreservingMergeExec
 from plansight.engine.physical.union import UnionExec
 from plansight.engine.physical.values import ValuesExec
 from plansight.errors import InternalError
@@ -73,7 +74,12 @@ class PhysicalPlanner:
         return ProjectionExec(list(node.exprs), list(node.outputs), self.plan(node.input))
 
     def _plan_sort(self, node: lp.Sort) -> ExecutionPlan:
-        return SortExec(list(node.keys), self.plan(node.input), fetch=node.fetch)
+        child = self.plan(node.input)
+        if child.output_partitioning().count > 1:
+            # sort (or top-k) every partition in parallel, then merge the sorted runs
+            local = SortExec(list(node.keys), child, fetch=node.fetch, preserve_partitioning=True)
+            return SortPreservingMergeExec(list(node.keys), local, fetch=node.fetch)
+        return SortExec(list(node.keys), child, fetch=node.fetch)
 
     def _plan_limit(self, node: lp.Limit) -> ExecutionPlan:
         return GlobalLimitExec(self.plan(node.input), node.skip, node.fetch)

