@@ -92,6 +92,12 @@ def test_ambiguous_column_says_how_to_qualify(session):
     assert "ambiguous" in str(error) and "a.id" in str(error)
 
 
+def test_ambiguous_column_with_an_unnamed_subquery(session):
+    error = _error(session, "SELECT id FROM (SELECT id FROM t), t AS u", PlanError)
+    assert "subquery without an alias" in str(error) and "u.id" in str(error)
+    assert "?" not in str(error)
+
+
 def test_non_grouped_column(session):
     error = _error(session, "SELECT id, count(*) FROM t", PlanError)
     assert "GROUP BY" in str(error) and "'id'" in str(error)

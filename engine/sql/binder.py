@@ -106,9 +106,15 @@ class Scope:
             matches = visible or matches
         ids = {e.column.id for e in matches}
         if len(ids) > 1:
-            tables = sorted({e.qualifier or "?" for e in matches})
-            raise PlanError(f"column reference {name!r} is ambiguous: it exists in "
-                            f"{', '.join(tables)}; qualify it, e.g. {tables[0]}.{name}")
+            tables = sorted({e.qualifier for e in matches if e.qualifier})
+            unnamed = any(not e.qualifier for e in matches)
+            where = ", ".join(tables + (["a subquery without an alias"] if unnamed else []))
+            hint = f"qualify it, e.g. {tables[0]}.{name}" if tables else \
+                "give the subqueries aliases and qualify it"
+            if unnamed and tables:
+                hint += " (give the subquery an alias to name its column)"
+            raise PlanError(f"column reference {name!r} is ambiguous: it exists in {where}; "
+                            f"{hint}")
         return matches[0].column if matches else None
 
     def candidates(self) -> list[str]:
