@@ -293,6 +293,11 @@ def render_text(snap: MonitorSnapshot, plan) -> str:
     return "\n".join(lines)
 
 
+_CELL = "padding:1px 8px;line-height:1.35"
+_NUMBER = f"style='text-align:right;{_CELL}'"
+_CODE = "background:none;padding:0;font-size:11px"
+
+
 def render_html(snap: MonitorSnapshot, plan) -> str:
     """The monitor's HTML: headline, plan table and per-partition bars after repartitions."""
     esc = html.escape
@@ -305,17 +310,21 @@ def render_html(snap: MonitorSnapshot, plan) -> str:
         done = len(state.finished)
         label = op.display()
         short = label if len(label) <= 90 else label[:89] + "…"
-        running = " ⏵" if state.started and done < len(state.started) else ""
+        running = " ▸" if state.started and done < len(state.started) else ""
         body.append(
-            f"<tr><td style='text-align:left;padding-left:{depth * 1.2 + 0.3:.1f}em' "
-            f"title='{esc(label)}'><code>{esc(short)}</code>{running}</td>"
-            f"<td>{done}/{total}</td><td>{state.output_rows:,}</td>"
-            f"<td>{state.output_batches:,}</td><td>{state.elapsed(snap.now) * 1000:.1f}</td></tr>")
-    parts = [(f"<div class='plansight-monitor' style='font-size:12px'>"
+            f"<tr><td style='text-align:left;{_CELL};padding-left:{depth * 1.2 + 0.3:.1f}em' "
+            f"title='{esc(label)}'><code style='{_CODE}'>{esc(short)}</code>{running}</td>"
+            f"<td {_NUMBER}>{done}/{total}</td><td {_NUMBER}>{state.output_rows:,}</td>"
+            f"<td {_NUMBER}>{state.output_batches:,}</td>"
+            f"<td {_NUMBER}>{state.elapsed(snap.now) * 1000:.1f}</td></tr>")
+    header = "".join(f"<th style='text-align:{align};{_CELL}'>{name}</th>" for name, align in (
+        ("operator", "left"), ("partitions", "right"), ("output rows", "right"),
+        ("batches", "right"), ("elapsed ms", "right")))
+    # inline styles only: the same look in a live widget and in the static snapshot
+    parts = [(f"<div class='plansight-monitor' style='font-size:12px;line-height:1.35'>"
               f"<div style='color:{colour};font-weight:bold'>{esc(_headline(snap))}</div>"),
-             ("<table><thead><tr><th style='text-align:left'>operator</th><th>partitions</th>"
-              "<th>output rows</th><th>batches</th><th>elapsed ms</th></tr></thead>"
-              f"<tbody>{''.join(body)}</tbody></table>")]
+             (f"<table style='border-collapse:collapse;margin:2px 0'><thead><tr>{header}</tr>"
+              f"</thead><tbody>{''.join(body)}</tbody></table>")]
     for operator_id, rows in snap.repartitions.items():
         parts.append(_skew_html(operator_id, rows))
     if snap.error:

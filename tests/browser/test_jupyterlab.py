@@ -1,0 +1,232 @@
+"""The tour notebook in a real JupyterLab, driven in headless Chromium (opt-in: -m browser).
+
+JupyterLab is served on 127.0.0.1 with a random token from a temporary root folder (its
+own config, settings, workspaces and runtime folders, so the user's are never touched).
+Debian's ``chromium`` runs headless under Playwright. The test runs all cells, takes a
+screenshot while the monitor widget updates live and one at the end, and checks that the
+monitor and the result tables rendered. Screenshots land in ``PLANSIGHT_SCREENSHOTS`` if
+set, else in the test's temporary folder (printed at the end).
+
+    pip install -e '.[test,browser]' && apt-get install chromium
+    pytest -m browser tests/browser -s
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("PLANSIGHT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+MONITOR = ".plansight-monitor"
+RESULT = ".plansight-result"
+# the live monitor is an ipywidgets HTML view; the final snapshot is plain output HTML
+LIVE_MONITOR = f".widget-html {MONITOR}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_server(url: str, process: subprocess.Popen, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"jupyter lab did not answer at {url}")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on 127.0.0.1 serving a temporary copy of the examples."""
+    pytest.importorskip("jupyterlab")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install chromium)")
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "root"
+    root.mkdir()
+    shutil.copy(EXAMPLES / "01_tour.ipynb", root / "01_tour.ipynb")
+    settings = base / "settings" / "@jupyterlab"
+    (settings / "apputils-extension").mkdir(parents=True)
+    (settings / "notebook-extension").mkdir(parents=True)
+    # no "receive Jupyter news?" toast over the notebook
+    (settings / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    # every cell in the DOM (no virtual scrolling), so the test can see all outputs
+    (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
+        json.dumps({"windowingMode": "none"}))
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(base / "config"),
+               JUPYTER_RUNTIME_DIR=str(base / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(
+                   base / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"))
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+               f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+               f"--LabApp.user_settings_dir={base / 'settings'}",
+               f"--LabApp.workspaces_dir={base / 'workspaces'}",
+               "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
+        command.append("--allow-root")
+    log = open(base / "jupyter.log", "w")  # noqa: SIM115 -- closed after the server stops
+    process = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for_server(f"{url}/api/status?token={token}", process)
+        yield {"url": url, "token": token, "root": root, "log": base / "jupyter.log"}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory):
+    folder = os.environ.get("PLANSIGHT_SCREENSHOTS")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    yield path
+    print(f"\nscreenshots: {path}")
+
+
+def test_tour_runs_in_jupyterlab(lab, screenshots):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(f"{lab['url']}/lab/tree/01_tour.ipynb?token={lab['token']}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
+            _accept_kernel_dialog(page)
+            _wait_idle(page)
+            page.screenshot(path=str(screenshots / "01_opened.png"))
+
+            _run_all_cells(page)
+            # mid-run: the live widget of the tour's longer query, caught while it updates
+            updates = _watch_live_monitor(page, screenshots / "02_mid_run.png")
+            assert len(updates) >= 2, f"the live monitor did not update while running: {updates}"
+
+            _wait_all_executed(page)
+            _wait_idle(page)
+            page.screenshot(path=str(screenshots / "03_end_last_cell.png"))
+            page.locator(".jp-Cell").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(screenshots / "04_end_top.png"))
+            # each query cell at the end: its monitor snapshot and its result
+            page.set_viewport_size({"width": 1400, "height": 2400})  # tall cells fit whole
+            cells = page.locator(".jp-CodeCell").filter(has=page.locator(MONITOR))
+            for i in range(cells.count()):
+                cells.nth(i).screenshot(path=str(screenshots / f"05_cell_{i + 1}.png"))
+
+            monitors = page.locator(MONITOR)
+            results = page.locator(RESULT)
+            # every %%query cell with a monitor ends with a finished snapshot
+            assert monitors.count() >= 5
+            for i in range(monitors.count()):
+                assert "finished" in monitors.nth(i).inner_text()
+            # results render as tables with their row count line
+            assert results.count() >= 4
+            assert page.locator(".dataframe").count() >= 1  # the --pandas result
+            first = results.first.inner_text()
+            assert "n_name" in first and "25 rows" in first
+            assert "ALGERIA" in first
+            # the deliberate syntax error is a short message, not a traceback
+            errors = page.locator(".jp-OutputArea-output[data-mime-type="
+                                  "'application/vnd.jupyter.stderr']")
+            assert errors.count() >= 1
+            assert page.locator(".jp-OutputArea-output .ansi-red-fg").count() >= 1 or \
+                "Traceback" not in errors.first.inner_text()
+            # no output area shows a Python traceback
+            assert page.locator("text=Traceback (most recent call last)").count() == 0
+        except Exception:
+            page.screenshot(path=str(screenshots / "failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+def _accept_kernel_dialog(page, timeout: float = 10) -> None:
+    """JupyterLab may ask which kernel to start; take the preselected Python 3 kernel."""
+    dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
+    try:
+        dialog.wait_for(state="visible", timeout=timeout * 1000)
+    except Exception:  # noqa: BLE001 -- no dialog: the kernel started on its own
+        return
+    dialog.locator("button", has_text="Select").click()
+    dialog.wait_for(state="hidden")
+
+
+def _watch_live_monitor(page, screenshot: Path, timeout: float = 180) -> list[str]:
+    """Poll for a live (widget) monitor that says "running"; screenshot it the first time.
+
+    Returns the distinct headlines seen while running: more than one means the widget was
+    updated in the browser during the query, not only at its end.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    live = page.locator(LIVE_MONITOR).filter(has_text="running")
+    headlines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if live.count():
+            try:
+                headline = live.first.locator("div").first.inner_text(timeout=1000)
+            except PlaywrightTimeout:  # replaced by the final snapshot meanwhile
+                continue
+            if not headlines:
+                live.first.scroll_into_view_if_needed()
+                page.screenshot(path=str(screenshot))
+            if "running" in headline and headline not in headlines:
+                headlines.append(headline)
+        elif headlines:
+            break  # the query finished: its monitor became a static snapshot
+        time.sleep(0.05)
+    return headlines
+
+
+def _run_all_cells(page) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+
+def _wait_idle(page, timeout: float = 120) -> None:
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
+                           state="attached", timeout=timeout * 1000)
+
+
+def _wait_all_executed(page, timeout: float = 180) -> None:
+    """Every code cell shows an execution count (not ``[*]`` nor blank)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+        if prompts and all(p.strip().startswith("[") and p.strip()[1:-2].strip().isdigit()
+                           for p in prompts):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"cells still running or not run: {prompts}")
