@@ -73,8 +73,20 @@ def _rewrite_node(node: lp.LogicalPlan) -> lp.LogicalPlan:
     return node
 
 
+def _always_one_row(plan: lp.LogicalPlan) -> bool:
+    """An aggregate without GROUP BY (under projections) returns exactly one row, also for
+    no input: EXISTS over it is TRUE whatever it correlates with."""
+    while isinstance(plan, (lp.Projection, lp.Sort)):
+        plan = plan.input
+    return isinstance(plan, lp.Aggregate) and not plan.group_exprs
+
+
 def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
     inner = decorrelate_subqueries(sub.plan)
+    if sub.kind == "exists" and _always_one_row(inner):
+        # grouping it by the correlation columns would make EXISTS false for outer rows
+        # without correlated rows
+        return outer if not sub.negated else lp.Filter(outer, Literal(False, pa.bool_()))
     outer_ids = {c.id for c in outer.columns}
     keep = [inner.columns[0]] if sub.kind == "in" else []
     inner, correlated = _pull_correlated(inner, outer_ids, keep, for_exists=sub.kind == "exists")
@@ -196,6 +208,8 @@ def _mark_subquery(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalP
         return resolve_operator(name, list(args), {})
 
     inner = decorrelate_subqueries(sub.plan)
+    if sub.kind == "exists" and _always_one_row(inner):
+        return plan, Literal(not sub.negated, pa.bool_())
     keep = [inner.columns[0]] if sub.kind == "in" else []
     inner, correlated = _pull_correlated(inner, produced_ids(plan), keep,
                                          for_exists=sub.kind == "exists")
