@@ -548,6 +548,12 @@ SUBQUERIES = [
     ('SELECT k, count(*) FROM t WHERE k IN (SELECT k FROM u GROUP BY k HAVING count(*) > 1) '
      'GROUP BY k'),
     'SELECT id, (SELECT count(*) FROM u WHERE u.k = t.k) AS c FROM t ORDER BY c DESC, id',
+    'SELECT id FROM t WHERE EXISTS (SELECT sum(w) FROM u WHERE u.k = t.k)',
+    'SELECT id FROM t WHERE NOT EXISTS (SELECT max(w) FROM u WHERE u.k = t.k)',
+    ('SELECT id, EXISTS (SELECT count(*) FROM u WHERE u.k = t.k), NOT EXISTS (SELECT min(w) '
+     'FROM u_empty) FROM t'),
+    'SELECT id FROM t WHERE EXISTS (SELECT sum(w) FROM u WHERE u.k = t.k HAVING sum(w) > 5)',
+    'SELECT id FROM t WHERE EXISTS (SELECT sum(w) FROM u WHERE u.k = t.k GROUP BY u.name)',
 ]
 
 BIG = [
