@@ -266,6 +266,8 @@ JOINS = [
     'FIRST'),
     'SELECT t.id, u.uid, e.id FROM t, u, e WHERE t.k = u.k AND e.v = t.v AND u.w > 0',
     'SELECT a.id, b.id, c.id FROM t a JOIN t b ON a.id = b.id + 1 JOIN t c ON c.id = b.id + 1',
+    'SELECT a.id, b.id FROM fl a JOIN (SELECT * FROM fl WHERE id > 4) b ON a.x = b.x',
+    'SELECT a.id, b.id FROM fl a LEFT JOIN (SELECT * FROM fl WHERE x > 0) b ON a.x = b.x',
 ]
 
 AGGREGATES = [
@@ -405,6 +407,10 @@ ORDER_LIMIT = [
     'SELECT id, k FROM t ORDER BY k DESC NULLS FIRST, id LIMIT 100 OFFSET 3',
     ('SELECT * FROM (SELECT id, v FROM t ORDER BY id LIMIT 3) a, (SELECT uid FROM u ORDER BY '
      'uid DESC LIMIT 2) b'),
+    'SELECT id, x FROM fl ORDER BY x DESC NULLS LAST, id LIMIT 3',
+    'SELECT id, x FROM fl ORDER BY x NULLS FIRST, id LIMIT 3',
+    'SELECT id, x FROM fl ORDER BY x DESC NULLS FIRST, id LIMIT 4',
+    'SELECT id, x FROM fl ORDER BY x, id LIMIT 7',
 ]
 
 SET_OPERATIONS = [
