@@ -37,6 +37,12 @@ PRUNING = [
     "SELECT id FROM fl WHERE x >= 'Infinity'::DOUBLE",
     "SELECT t.id, u.uid FROM t JOIN u ON t.k = u.k WHERE t.id > 10",
     "SELECT * FROM t_empty WHERE id = 1",
+    # top-k and join bounds found while running (dynamic filters) must keep NaN and NULL rows
+    "SELECT id, x FROM big ORDER BY x DESC NULLS LAST, id LIMIT 5",
+    "SELECT id, x FROM big ORDER BY x NULLS FIRST, id LIMIT 5",
+    "SELECT big.id, big2.label FROM big JOIN big2 ON big.id = big2.weight",
+    "SELECT id, x FROM fl ORDER BY x DESC NULLS LAST, id LIMIT 2",
+    "SELECT a.id, b.id FROM fl a JOIN (SELECT * FROM fl WHERE id > 6) b ON a.x = b.x",
 ]
 
 
