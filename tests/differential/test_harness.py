@@ -1,0 +1,72 @@
+"""The comparison rules of the differential harness itself."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from tests.differential.harness import assert_same, order_key_positions
+
+
+def _t(**columns) -> pa.Table:
+    return pa.table(columns)
+
+
+def test_multiset_ignores_row_order_and_column_names():
+    assert_same(_t(a=[1, 2, None]), _t(b=[None, 2, 1]), ordered=False)
+
+
+def test_values_compare_across_types():
+    assert_same(_t(a=pa.array([1, None], pa.int32())),
+                _t(a=pa.array([Decimal(1), None], pa.decimal128(38, 0))), ordered=False)
+    assert_same(_t(a=[1.0000000000001]), _t(a=[1.0]), ordered=False)
+    assert_same(_t(a=[float("nan")]), _t(a=[float("nan")]), ordered=False)
+    assert_same(_t(a=pa.array([dt.date(2024, 1, 1)])),
+                _t(a=pa.array([dt.datetime(2024, 1, 1)])), ordered=False)
+    assert_same(_t(a=[2**62 + 1]), _t(a=pa.array([Decimal(2**62 + 1)], pa.decimal128(38, 0))),
+                ordered=False)
+
+
+@pytest.mark.parametrize("actual,expected", [
+    ([1, 2], [1, 3]),
+    ([1, None], [1, 0]),
+    ([True], [1]),
+    ([2**62 + 1], [2**62]),
+    ([1.0], [1.001]),
+])
+def test_differences_are_reported(actual, expected):
+    with pytest.raises(AssertionError, match="differ"):
+        assert_same(_t(a=actual), _t(a=expected), ordered=False, sql="SELECT a FROM t")
+
+
+def test_row_count_difference_lists_the_extra_rows():
+    with pytest.raises(AssertionError, match=r"row count differs.*\n.*\(3,\)"):
+        assert_same(_t(a=[1, 2, 3]), _t(a=[1, 2]), ordered=False)
+
+
+def test_ordered_allows_any_order_within_ties():
+    sql = "SELECT k, v FROM t ORDER BY k"
+    assert order_key_positions(sql) == ([0], False)
+    assert_same(_t(k=[1, 1, 2], v=["a", "b", "c"]), _t(k=[1, 1, 2], v=["b", "a", "c"]),
+                ordered=True, sql=sql)
+    with pytest.raises(AssertionError, match="ORDER BY keys differ"):
+        assert_same(_t(k=[2, 1, 1], v=["c", "a", "b"]), _t(k=[1, 1, 2], v=["b", "a", "c"]),
+                    ordered=True, sql=sql)
+
+
+def test_ordered_with_limit_relaxes_only_the_last_run_of_ties():
+    sql = "SELECT k, v FROM t ORDER BY k LIMIT 2"
+    assert_same(_t(k=[0, 1], v=["x", "a"]), _t(k=[0, 1], v=["x", "b"]), ordered=True, sql=sql)
+    with pytest.raises(AssertionError):
+        assert_same(_t(k=[0, 1], v=["y", "a"]), _t(k=[0, 1], v=["x", "a"]), ordered=True,
+                    sql=sql)
+
+
+def test_order_keys_resolve_ordinals_aliases_and_expressions():
+    assert order_key_positions("SELECT a, b AS x FROM t ORDER BY 2, a")[0] == [1, 0]
+    assert order_key_positions("SELECT a, b + 1 FROM t ORDER BY b + 1 DESC")[0] == [1]
+    # a key that is not an output column: compared strictly in order
+    assert order_key_positions("SELECT a FROM t ORDER BY b")[0] is None
