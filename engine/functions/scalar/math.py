@@ -279,6 +279,9 @@ def _round_to(args: list[Value], call_: Call, mode: str) -> Value:
                 return x
             rounded = pc.round(pc.cast(x, pa.float64()), n, round_mode=mode)
             return pc.cast(rounded, call_.type)
+        if T.is_decimal(x.type) and x.type.precision < 38:
+            # round(0.5::DECIMAL(1, 1)) = 1 needs one more integer digit than the input has
+            x = pc.cast(x, pa.decimal128(x.type.precision + 1, x.type.scale))
         rounded = pc.round(x, n, round_mode=mode)
         return pc.cast(rounded, call_.type, safe=False) if rounded.type != call_.type \
             else rounded
