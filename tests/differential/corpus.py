@@ -95,6 +95,12 @@ PREDICATES = [
     "SELECT id FROM t WHERE ts < '2024-01-01'",
     "SELECT id, d = '2023-12-31' FROM t",
     "SELECT 'a' < 'b', 'B' < 'a', 'é' > 'z', '' < 'a', 'abc' LIKE 'a%'",
+    ("SELECT s, s LIKE 'a.c', s LIKE '(%', s LIKE '%[a]%', s LIKE '%\\%', s LIKE 'x y', s "
+     "ILIKE 'RÉSUMÉ', s LIKE '%$' FROM (VALUES ('abc'), ('a.c'), ('(x'), ('[a]'), ('a\\b'), "
+     "('x y'), ('résumé'), ('$'), (NULL)) v(s)"),
+    ("SELECT s, s LIKE '%\\_%' ESCAPE '\\', s LIKE '_%_', s NOT ILIKE '%É%', s GLOB '*.c', s "
+     "SIMILAR TO '[a-c]+' FROM (VALUES ('a_c'), ('abc'), ('é'), ('x.c'), ('')) v(s)"),
+    "SELECT k IN (1, 2.5), k IN ('1', '2'), v IN (10, NULL, -5), f IN (1.5, 2) FROM t",
 ]
 
 EXPRESSIONS = [
@@ -198,6 +204,16 @@ FUNCTIONS = [
     'SELECT id, power(2, k), sqrt(16), log10(100), ln(1), exp(0), pi() FROM t WHERE k IS NOT NULL',
     ("SELECT id, greatest(v, k, 3), least(f, v), greatest(s, 'b'), greatest(d, DATE "
      "'2024-01-01') FROM t"),
+    "SELECT upper('ǆ'), lower('ÀÉÎÕÜ'), upper('ß'), length('🎉🎉'), reverse('中文e')",
+    ("SELECT id, replace(s, 'a', ''), regexp_replace(s, '(.)', '\\1\\1'), regexp_replace(s, "
+     "'^$', 'EMPTY') FROM t"),
+    ("SELECT id, lpad(s, 2, 'xy'), rpad(s, 0, 'x'), lpad('', 3, 'ab'), substring(s, 0, 2), "
+     'substring(s, -2, 2), substring(s, 2, -1) FROM t'),
+    'SELECT v, -v, abs(v), v * -1, v // -3, v % -3 FROM t WHERE v IS NOT NULL',
+    ('SELECT id, round(f, -1), round(1234.5678, 2), round(-0.5), round(0.5), round(1.005, '
+     '2), round(9.99, 1), round(dec, 1), trunc(dec, 1) FROM t'),
+    ('SELECT CAST(1e15 AS BIGINT), CAST(-2.5 AS BIGINT), CAST(2.5 AS BIGINT), CAST(3.5 AS '
+     "INTEGER), CAST('3.5' AS INTEGER), CAST(2.5::DOUBLE AS INTEGER)"),
 ]
 
 JOINS = [
