@@ -25,6 +25,7 @@ from plansight.engine.physical.plan import (
     ExecutionPlan,
     hash_distribution,
 )
+from plansight.errors import PlanError
 
 
 def partition_starts(keys: list[pa.Array], num_rows: int) -> np.ndarray:
@@ -51,32 +52,109 @@ def partition_starts(keys: list[pa.Array], num_rows: int) -> np.ndarray:
     return np.append(np.flatnonzero(changed), num_rows).astype(np.int64)
 
 
-def describe_window(window: WindowCall) -> str:
+# aggregates whose value over a frame does not depend on the order of the frame's rows
+ORDER_INSENSITIVE = ("count_star", "count", "sum", "avg", "min", "max", "bool_and", "bool_or",
+                     "stddev", "stddev_samp", "stddev_pop", "var_samp", "variance", "var_pop")
+_FRAMELESS = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag",
+              "lead")
+
+
+def is_whole_partition(window: WindowCall) -> bool:
+    """Whether every row's frame is its whole partition *and* the function ignores row order,
+    so the window is one value per partition and needs no ORDER BY at all."""
+    if window.func not in ORDER_INSENSITIVE:
+        return False
     frame = window.frame
     if frame is None:
-        text = "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" if window.order_by else \
-            "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
-    else:
-        text = str(frame)
+        return not window.order_by
+    if frame.exclude != "no_others":
+        return False
+    start, end = frame.start.kind, frame.end.kind
+    if start == "unbounded_preceding" and end == "unbounded_following":
+        return True
+    if not window.order_by and frame.unit in ("range", "groups"):
+        # without ORDER BY all rows of a partition are peers
+        return start in ("unbounded_preceding", "current_row") and \
+            end in ("current_row", "unbounded_following")
+    return False
+
+
+def describe_window(window: WindowCall) -> str:
+    """``func(args) frame`` for EXPLAIN (ranking and lag/lead have no frame)."""
     args = ", ".join(map(str, window.args))
-    return f"{window.func}({args}) {text}"
+    text = f"{window.func}({args})"
+    if window.func in _FRAMELESS:
+        return text
+    frame = window.frame
+    if frame is None:
+        frame = "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" if window.order_by else \
+            "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+    return f"{text} {frame}"
+
+
+def reversed_ordering(order_by) -> tuple[SortKey, ...]:
+    """The ordering that lists rows backwards: every key flips direction and NULL placement.
+
+    Example:
+        >>> x = Column(1, "x", pa.int64())
+        >>> [str(k) for k in reversed_ordering((SortKey(x),))]
+        ['x DESC NULLS FIRST']
+    """
+    return tuple(SortKey(k.expr, not k.descending, not k.nulls_first) for k in order_by)
+
+
+def window_direction(window: WindowCall, order_keys) -> str | None:
+    """"forward" when rows sorted by ``order_keys`` (within a partition) are sorted by the
+    window's ORDER BY, "backwards" when they are in exactly the reverse order, else None."""
+    order = tuple(window.order_by)
+    if tuple(order_keys[:len(order)]) == order:
+        return "forward"
+    if tuple(reversed_ordering(order_keys)[:len(order)]) == order:
+        return "backwards"
+    return None
 
 
 class WindowAggExec(ExecutionPlan):
+    """Partition-at-a-time windows over input sorted by (partition keys, ``order_keys``).
+
+    ``order_keys`` (default: the first window's ORDER BY) is the order the operator requires
+    within each partition; every window's ORDER BY must be a prefix of it or of its reverse.
+    A reversed window is evaluated on the partition's rows read backwards (a permutation of
+    the argument columns only), so one sort serves ``ORDER BY x`` and ``ORDER BY x DESC``.
+    ``partition_ordering`` (default: the partition keys ascending) lets an input sorted by
+    a permutation of the partition keys, in any direction, serve without a new sort.
+    """
+
     name = "WindowAggExec"
 
-    def __init__(self, windows: list[WindowCall], outputs: list[Column], input: ExecutionPlan):
+    def __init__(self, windows: list[WindowCall], outputs: list[Column], input: ExecutionPlan,
+                 order_keys=None, partition_ordering=None):
         fields = list(input.schema) + [pa.field(o.field_name, o.type) for o in outputs]
         super().__init__(pa.schema(fields))
         self.windows, self.outputs, self.input = list(windows), list(outputs), input
         self.partition_by = list(windows[0].partition_by)
-        self.order_by = list(windows[0].order_by)
+        self.order_by = list(windows[0].order_by if order_keys is None else order_keys)
+        self.partition_ordering = [SortKey(e) for e in self.partition_by] \
+            if partition_ordering is None else list(partition_ordering)
+        if {k.expr for k in self.partition_ordering} != set(self.partition_by) or \
+                len(self.partition_ordering) != len(self.partition_by):
+            raise PlanError("WindowAggExec: partition ordering must sort by the partition keys")
+        self.directions = []
+        for window in self.windows:
+            if set(window.partition_by) != set(self.partition_by):
+                raise PlanError("WindowAggExec: all windows must have the same PARTITION BY")
+            direction = window_direction(window, self.order_by)
+            if direction is None:
+                raise PlanError(f"WindowAggExec: ORDER BY of {window} is not served by the "
+                                f"input order [{', '.join(map(str, self.order_by))}]")
+            self.directions.append(direction)
 
     def children(self):
         return [self.input]
 
     def with_new_children(self, children):
-        return WindowAggExec(self.windows, self.outputs, children[0])
+        return WindowAggExec(self.windows, self.outputs, children[0], self.order_by,
+                             self.partition_ordering)
 
     def required_input_distribution(self):
         if not self.partition_by:
@@ -84,14 +162,15 @@ class WindowAggExec(ExecutionPlan):
         return [hash_distribution(self.partition_by)]
 
     def required_input_ordering(self):
-        keys = [SortKey(e) for e in self.partition_by] + self.order_by
+        keys = self.partition_ordering + self.order_by
         return [tuple(keys) or None]
 
     def maintains_input_order(self):
         return [True]
 
     def display(self) -> str:
-        windows = ", ".join(describe_window(w) for w in self.windows)
+        windows = ", ".join(describe_window(w) + (" (backwards)" if d == "backwards" else "")
+                            for w, d in zip(self.windows, self.directions))
         return f"WindowAggExec: mode=partition-at-a-time, wdw=[{windows}]"
 
     def _execute(self, partition, ctx):
@@ -131,22 +210,47 @@ class WindowAggExec(ExecutionPlan):
         """Window columns for complete partitions ``table`` (``starts`` ends at num_rows)."""
         if starts[-1] != table.num_rows:
             starts = np.append(starts, table.num_rows)
-        order_keys = [evaluate(k.expr, table) for k in self.order_by]
-        descending = [k.descending for k in self.order_by]
-        nulls_first = [k.nulls_first for k in self.order_by]
+        backwards = None
         columns = list(table.columns)
-        for window, output in zip(self.windows, self.outputs):
-            args = [evaluate(a, table) for a in window.args]
-            mask = evaluate_predicate(window.filter, table) if window.filter is not None \
-                else None
-            values = evaluate_window(window.func, args, partition_starts=starts,
-                                     order_keys=order_keys, descending=descending,
-                                     nulls_first=nulls_first, frame=window.frame,
-                                     distinct=window.distinct, ignore_nulls=window.ignore_nulls,
-                                     filter_mask=mask)
+        for window, output, direction in zip(self.windows, self.outputs, self.directions):
+            if direction == "backwards" and backwards is None:
+                backwards = pa.array(_reversed_rows(starts))
+            values = _evaluate_window(window, table, starts,
+                                      backwards if direction == "backwards" else None)
             if values.type != output.type:
                 values = values.cast(output.type)
             columns.append(values)
         result = pa.Table.from_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray)
                                        else c for c in columns], schema=self.schema)
         yield from result.to_batches(max_chunksize=None)
+
+
+def _reversed_rows(starts: np.ndarray) -> np.ndarray:
+    """Row index that reads every partition ``[starts[k], starts[k+1])`` backwards."""
+    sizes = np.diff(starts)
+    first = np.repeat(starts[:-1], sizes)
+    last = np.repeat(starts[1:] - 1, sizes)
+    return first + last - np.arange(int(starts[-1]), dtype=np.int64)
+
+
+def _evaluate_window(window: WindowCall, table: pa.Table | pa.RecordBatch, starts: np.ndarray,
+                     rows: pa.Array | None = None) -> pa.Array:
+    """One window column of sorted ``table``; with ``rows`` (an involution, e.g. reversed
+    partitions) the window is evaluated on the rows in that order and mapped back."""
+    def column(expr):
+        values = evaluate(expr, table)
+        return values if rows is None else values.take(rows)
+
+    args = [column(a) for a in window.args]
+    mask = None
+    if window.filter is not None:
+        mask = evaluate_predicate(window.filter, table)
+        if rows is not None:
+            mask = mask.take(rows)
+    values = evaluate_window(window.func, args, partition_starts=starts,
+                             order_keys=[column(k.expr) for k in window.order_by],
+                             descending=[k.descending for k in window.order_by],
+                             nulls_first=[k.nulls_first for k in window.order_by],
+                             frame=window.frame, distinct=window.distinct,
+                             ignore_nulls=window.ignore_nulls, filter_mask=mask)
+    return values if rows is None else values.take(rows)

@@ -1,15 +1,36 @@
-"""Planning a logical Window node: one WindowAggExec per (partition, order) specification.
+"""Planning a logical Window node: which window executor, and which ordering it requires.
 
-The binder already groups window calls by specification; the input ordering the operator
-declares makes EnsureRequirements insert the sort only when the input is not sorted yet.
+    input already sorted by (partition keys, ORDER BY) -- or its reverse --, and
+    partitioned by the partition keys            -> WindowAggExec (partition-at-a-time,
+                                                    streaming; no sort is added)
+    otherwise                                    -> HashWindowAggExec (integer codes and
+                                                    one permutation; rows stay in place)
+
+SQL promises no row order without ORDER BY, so the sort-free HashWindowAggExec is the
+default: sorting the whole input (100-byte keys and all payload columns) only to evaluate a
+window column costs several times more than permuting integers. An input that arrives
+sorted streams through the sorted executor instead, which needs no buffer beyond the open
+partition. Window nodes stacked on the same partition keys share one HashWindowAggExec, and
+with it the partition codes and, for compatible orderings, the permutation.
+
+The executor declares its requirements; EnsureRequirements adds only what is missing.
+``EXECUTOR`` forces one executor ("sorted" | "hash") for tests.
 """
 
 from __future__ import annotations
 
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.logical import plan as lp
-from plansight.engine.physical.plan import ExecutionPlan
-from plansight.engine.physical.window_agg import WindowAggExec
+from plansight.engine.logical.expr import Column, WindowCall
+from plansight.engine.physical.plan import (
+    SINGLE_PARTITION,
+    ExecutionPlan,
+    hash_distribution,
+)
+from plansight.engine.physical.window_agg import WindowAggExec, window_direction
+from plansight.engine.physical.window_hash_agg import HashWindowAggExec
+
+EXECUTOR = "auto"  # "auto" | "sorted" | "hash"
 
 
 def plan_window(node: lp.Window, child: ExecutionPlan, config: SessionConfig) -> ExecutionPlan:
@@ -18,6 +39,54 @@ def plan_window(node: lp.Window, child: ExecutionPlan, config: SessionConfig) ->
         groups.setdefault((w.partition_by, w.order_by), []).append(i)
     plan = child
     for indices in groups.values():
-        plan = WindowAggExec([node.windows[i] for i in indices],
-                             [node.window_outputs[i] for i in indices], plan)
+        windows = [node.windows[i] for i in indices]
+        outputs = [node.window_outputs[i] for i in indices]
+        plan = _plan_group(windows, outputs, plan)
     return plan
+
+
+def _plan_group(windows: list[WindowCall], outputs: list[Column],
+                child: ExecutionPlan) -> ExecutionPlan:
+    if EXECUTOR != "hash":
+        sorted_plan = _sorted_executor(windows, outputs, child)
+        if sorted_plan is not None:
+            return sorted_plan
+    if EXECUTOR == "sorted":
+        return WindowAggExec(windows, outputs, child)
+    if isinstance(child, HashWindowAggExec) and _can_merge(child, windows):
+        return HashWindowAggExec(child.windows + windows, child.outputs + outputs, child.input)
+    return HashWindowAggExec(windows, outputs, child)
+
+
+def _sorted_executor(windows: list[WindowCall], outputs: list[Column],
+                     child: ExecutionPlan) -> ExecutionPlan | None:
+    """A sorted executor when ``child`` already delivers the rows in a usable order."""
+    partition_by = list(windows[0].partition_by)
+    distribution = hash_distribution(partition_by) if partition_by else SINGLE_PARTITION
+    if not distribution.satisfied_by(child.output_partitioning()):
+        return None
+    have = tuple(child.output_ordering() or ())
+    width = len(partition_by)
+    # any permutation of the partition keys, in any direction, groups the partitions
+    if len(have) < width or {k.expr for k in have[:width]} != set(partition_by):
+        return None
+    order_keys = have[width:]
+    if not all(window_direction(w, order_keys) for w in windows):
+        return None
+    return WindowAggExec(windows, outputs, child, order_keys=order_keys,
+                         partition_ordering=have[:width])
+
+
+def _can_merge(child: HashWindowAggExec, windows: list[WindowCall]) -> bool:
+    """Same partition keys, and the new windows do not read the child's window columns."""
+    if set(child.windows[0].partition_by) != set(windows[0].partition_by):
+        return False
+    produced = {o.field_name for o in child.outputs}
+    for window in windows:
+        stack = list(window.children())
+        while stack:
+            expr = stack.pop()
+            if isinstance(expr, Column) and expr.field_name in produced:
+                return False
+            stack.extend(expr.children())
+    return True

@@ -1,0 +1,288 @@
+"""Integer keys and sort permutations for windows over unsorted input.
+
+A window only needs the rows of each partition together and ordered by the ORDER BY keys;
+which partition comes first does not matter. So nothing here compares strings row by row:
+
+    partition keys ── dictionary_encode ──▶ codes 0..k-1        (one hash pass, any type)
+    order keys     ── sort_ranks ─────────▶ uint64 ranks        (ints: value - min; floats:
+                                                                 order-preserving bit map;
+                                                                 others: rank of the sorted
+                                                                 dictionary)
+    (codes, ranks) ── radix_argsort ──────▶ permutation         (LSD radix, <= 16-bit digits,
+                                                                 each digit numpy's O(n)
+                                                                 stable radix argsort)
+
+The ranks encode DESC and NULLS FIRST/LAST, and DuckDB's float order (-0.0 == 0.0, NaN
+above every number, all NaNs equal), so the permutation sorts exactly like
+``ORDER BY (partition keys), order keys``, up to the order of the partitions themselves.
+Ties keep their input order (the sort is stable).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plansight.errors import NotSupportedError
+
+_SIGN = np.uint64(1 << 63)
+_DIGIT_BITS = 16
+_MAX_RADIX_PASSES = 5  # beyond this one comparison sort of a 64-bit word is cheaper
+
+
+def _flat(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        if values.num_chunks == 1:
+            return values.chunk(0)
+        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    return values
+
+
+def _bits(largest: int) -> int:
+    return max(1, int(largest).bit_length())
+
+
+def _integer_view(values: pa.Array) -> np.ndarray | None:
+    """int64 / uint64 numbers ordered like ``values`` (NULL slots hold garbage), or None."""
+    typ = values.type
+    if pa.types.is_boolean(typ):
+        return values.cast(pa.uint8()).fill_null(0).to_numpy().astype(np.int64)
+    if pa.types.is_integer(typ):
+        numbers = values.fill_null(0).to_numpy()
+        return numbers if numbers.dtype == np.uint64 else numbers.astype(np.int64, copy=False)
+    if (pa.types.is_date(typ) or pa.types.is_timestamp(typ) or pa.types.is_time(typ)
+            or pa.types.is_duration(typ)):
+        storage = pa.int32() if typ.bit_width == 32 else pa.int64()
+        return values.view(storage).fill_null(0).to_numpy().astype(np.int64, copy=False)
+    return None
+
+
+def _float_keys(values: pa.Array) -> np.ndarray:
+    """uint64 keys ordered like DuckDB orders doubles: -0.0 == 0.0, NaN above +inf."""
+    if pa.types.is_float16(values.type):
+        values = values.cast(pa.float32())
+    numbers = values.fill_null(0.0).to_numpy().astype(np.float64) + 0.0  # -0.0 -> 0.0
+    numbers[np.isnan(numbers)] = np.nan  # one canonical (positive) NaN
+    bits = numbers.view(np.uint64)
+    negative = (bits & _SIGN) != 0
+    return np.where(negative, ~bits, bits | _SIGN)
+
+
+def _unsigned(numbers: np.ndarray) -> np.ndarray:
+    """Order-preserving uint64 of int64 or uint64 numbers."""
+    if numbers.dtype == np.uint64:
+        return numbers
+    return numbers.view(np.uint64) ^ _SIGN
+
+
+def sort_ranks(values: pa.Array | pa.ChunkedArray, descending: bool = False,
+               nulls_first: bool = False) -> tuple[np.ndarray, int]:
+    """uint64 ranks whose ascending order is ``ORDER BY values [DESC] NULLS FIRST|LAST``.
+
+    Equal values (NULL with NULL, NaN with NaN, -0.0 with 0.0) get equal ranks. Returns the
+    ranks and the number of bits they use.
+
+    Example:
+        >>> ranks, bits = sort_ranks(pa.array([5, None, -2, 5]), descending=True)
+        >>> ranks.tolist(), bits
+        ([0, 8, 7, 0], 4)
+    """
+    values = _flat(values)
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    n = len(values)
+    valid = None
+    if values.null_count:
+        valid = values.is_valid().to_numpy(zero_copy_only=False)
+    if pa.types.is_null(values.type):
+        return np.zeros(n, dtype=np.uint64), 1
+    numbers = _integer_view(values)
+    if numbers is not None:
+        keys = _unsigned(numbers)
+    elif pa.types.is_floating(values.type):
+        keys = _float_keys(values)
+    else:
+        keys = _dictionary_ranks(values)
+    if valid is not None:
+        if valid.any():
+            low, high = keys[valid].min(), keys[valid].max()
+        else:
+            low = high = np.uint64(0)
+    else:
+        low, high = (keys.min(), keys.max()) if n else (np.uint64(0), np.uint64(0))
+    top = np.uint64(high - low)
+    if valid is not None and top == np.uint64(2**64 - 1):  # no spare value for NULL
+        dense = np.unique(keys[valid], return_inverse=True)[1].astype(np.uint64)
+        keys = _scatter(dense.ravel(), valid)
+        low, top = np.uint64(0), np.uint64(dense.max())
+    ranks = keys - low  # wraps only in NULL slots, which are overwritten
+    if descending:
+        ranks = top - ranks
+    if valid is not None:
+        if nulls_first:
+            ranks = np.where(valid, ranks + np.uint64(1), np.uint64(0))
+        else:
+            ranks = np.where(valid, ranks, top + np.uint64(1))
+        top = top + np.uint64(1)
+    return ranks.astype(np.uint64, copy=False), _bits(int(top))
+
+
+def _scatter(compact: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    full = np.zeros(len(valid), dtype=compact.dtype)
+    full[valid] = compact
+    return full
+
+
+def _dictionary_ranks(values: pa.Array) -> np.ndarray:
+    """Dense ranks through the sorted dictionary: only the distinct values are compared."""
+    try:
+        encoded = pc.dictionary_encode(values)
+        dictionary = encoded.dictionary
+        order = pc.sort_indices(dictionary).to_numpy()
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as e:
+        raise NotSupportedError(
+            f"window ORDER BY key of type {values.type} is not supported") from e
+    rank_of = np.empty(len(dictionary), dtype=np.uint64)
+    rank_of[order] = np.arange(len(dictionary), dtype=np.uint64)
+    indices = encoded.indices.fill_null(0).to_numpy().astype(np.int64, copy=False)
+    return rank_of[indices] if len(dictionary) else np.zeros(len(values), dtype=np.uint64)
+
+
+def partition_codes(keys: list[pa.Array | pa.ChunkedArray], num_rows: int
+                    ) -> tuple[np.ndarray, int]:
+    """Dense int64 codes 0..k-1 of the distinct tuples of ``keys`` (NULL is a value).
+
+    Rows get equal codes exactly when all their keys are equal (NULL equals NULL, NaN
+    equals NaN, -0.0 equals 0.0), as rows that a sort by the keys would put into one run.
+    Returns the codes and k.
+
+    Example:
+        >>> codes, k = partition_codes([pa.array(["x", None, "x", "y"])], 4)
+        >>> codes.tolist(), k
+        ([0, 1, 0, 2], 3)
+    """
+    if not keys:
+        return np.zeros(num_rows, dtype=np.int64), 1 if num_rows else 0
+    codes, count = _single_codes(keys[0])
+    for key in keys[1:]:
+        more, more_count = _single_codes(key)
+        if count * more_count >= 2**62:
+            codes, count = _densify(codes)
+        codes = codes * more_count + more
+        count *= more_count
+        if count > 2 * max(num_rows, 1):
+            codes, count = _densify(codes)
+    return codes, count
+
+
+def _densify(codes: np.ndarray) -> tuple[np.ndarray, int]:
+    encoded = pc.dictionary_encode(pa.array(codes))
+    return encoded.indices.to_numpy().astype(np.int64), len(encoded.dictionary)
+
+
+def _single_codes(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    typ = values.type
+    if pa.types.is_dictionary(typ):
+        values = _flat(values).dictionary_decode()
+        typ = values.type
+    if pa.types.is_null(typ):
+        return np.zeros(len(values), dtype=np.int64), 1
+    if pa.types.is_integer(typ) or pa.types.is_boolean(typ) or pa.types.is_floating(typ) or \
+            pa.types.is_date(typ) or pa.types.is_timestamp(typ) or pa.types.is_time(typ) or \
+            pa.types.is_duration(typ):
+        # ranks are already equal exactly for equal values; small ranges need no hashing
+        flat = _flat(values)
+        ranks, bits = sort_ranks(flat)
+        if bits <= 20:
+            return ranks.astype(np.int64), 1 << bits
+        return _densify(ranks.view(np.int64))
+    try:
+        encoded = pc.dictionary_encode(values, null_encoding="encode")
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as e:
+        raise NotSupportedError(
+            f"window PARTITION BY key of type {typ} is not supported") from e
+    if isinstance(encoded, pa.DictionaryArray):
+        return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), \
+            len(encoded.dictionary)
+    chunks = encoded.chunks
+    if not chunks:
+        return np.zeros(0, dtype=np.int64), 0
+    sizes = {len(c.dictionary) for c in chunks}
+    if len(sizes) != 1:  # not one shared dictionary: make it one
+        encoded = encoded.unify_dictionaries()
+        chunks = encoded.chunks
+    indices = [c.indices.to_numpy(zero_copy_only=False) for c in chunks]
+    return np.concatenate(indices).astype(np.int64), len(chunks[-1].dictionary)
+
+
+def radix_argsort(keys: list[tuple[np.ndarray, int]]) -> np.ndarray:
+    """Stable permutation sorting rows by ``keys`` (most significant first).
+
+    Each key is ``(uint64 or int64 values >= 0, bits)``. Keys are packed into as few 64-bit
+    words as fit, then sorted least significant digit first with numpy's stable argsort,
+    which is a radix sort for 8- and 16-bit digits (O(n) per digit).
+
+    Example:
+        >>> codes = np.array([1, 0, 1, 0]); ranks = np.array([5, 9, 2, 9])
+        >>> radix_argsort([(codes, 1), (ranks, 4)]).tolist()
+        [1, 3, 2, 0]
+    """
+    words: list[tuple[np.ndarray, int]] = []
+    for values, bits in keys:
+        values = np.asarray(values).astype(np.uint64, copy=False)
+        if words and words[-1][1] + bits <= 64:
+            word, used = words[-1]
+            words[-1] = ((word << np.uint64(bits)) | values, used + bits)
+        else:
+            words.append((values, bits))
+    if not words:
+        raise ValueError("radix_argsort needs at least one key")
+    n = len(words[0][0])
+    passes = sum(-(-bits // _DIGIT_BITS) for _, bits in words)
+    if len(words) == 1 and passes > _MAX_RADIX_PASSES:
+        return np.argsort(words[0][0], kind="stable")
+    permutation: np.ndarray | None = None
+    for word, bits in reversed(words):
+        digits = -(-bits // _DIGIT_BITS)
+        width = -(-bits // digits)
+        mask = np.uint64((1 << width) - 1)
+        current = word if permutation is None else word[permutation]
+        dtype = np.uint8 if width <= 8 else np.uint16
+        for d in range(digits):
+            digit = ((current >> np.uint64(d * width)) & mask).astype(dtype)
+            order = np.argsort(digit, kind="stable")
+            permutation = order if permutation is None else permutation[order]
+            if d + 1 < digits:
+                current = current[order]
+    assert permutation is not None
+    return permutation if n else np.zeros(0, dtype=np.int64)
+
+
+def run_starts(sorted_codes: np.ndarray) -> np.ndarray:
+    """Start of every run of equal values in ``sorted_codes``, plus its length.
+
+    Example:
+        >>> run_starts(np.array([3, 3, 0, 7, 7])).tolist()
+        [0, 2, 3, 5]
+    """
+    n = len(sorted_codes)
+    if n == 0:
+        return np.zeros(1, dtype=np.int64)
+    change = np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1
+    return np.concatenate(([0], change, [n])).astype(np.int64)
+
+
+def reverse_within_runs(permutation: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``permutation`` with every run ``[starts[k], starts[k+1])`` reversed (vectorized).
+
+    Example:
+        >>> reverse_within_runs(np.array([4, 2, 0, 1, 3]), np.array([0, 3, 5])).tolist()
+        [0, 2, 4, 3, 1]
+    """
+    n = len(permutation)
+    sizes = np.diff(starts)
+    first = np.repeat(starts[:-1], sizes)
+    last = np.repeat(starts[1:] - 1, sizes)
+    positions = np.arange(n, dtype=np.int64)
+    return permutation[first + last - positions]

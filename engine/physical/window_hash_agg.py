@@ -1,0 +1,351 @@
+"""HashWindowAggExec: window functions over unsorted input, without sorting the rows.
+
+SQL promises no output order without ORDER BY, so a window over unsorted input does not
+have to move its input into (partition, order) order. It only needs the *window column* of
+every row. Every decision is made on integers, and the payload columns never move
+(DESIGN principles 3 and 4)::
+
+    input batches (held) ──┬───────────────────────────────────────────────┐ untouched
+                           │ partition keys ─ dictionary codes 0..k-1      │
+                           │ order keys ───── uint64 ranks                 │
+                           │ (codes, ranks) ─ radix argsort ─▶ perm        │
+                           │ args[perm], keys[perm] ─ evaluate_window      │
+                           │ values ─ take(inverse perm) ─▶ input order ───┴─▶ batch + column
+                           │
+                           └ whole-partition aggregates: no permutation at all; per-code
+                             bincount / ufunc.at, broadcast with codes  (mode=hash-broadcast)
+
+Windows with the same partition keys share the codes; an ORDER BY that is a prefix of
+another window's ORDER BY, or of its reverse, shares its permutation (a reversed one is
+the same permutation with every partition's run reversed). Output rows keep the input's
+row order and batches; each gets the window columns appended as zero-copy slices.
+
+The operator holds its whole input partition (like a sort would). When the memory pool
+refuses, it falls back to sorting: the held batches and the rest of the input go through
+SortExec (which spills) into the partition-at-a-time WindowAggExec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from plansight.engine.functions.window import evaluate_window
+from plansight.engine.functions.window.broadcast import broadcastable, whole_partition_aggregate
+from plansight.engine.functions.window.permutation import (
+    partition_codes,
+    radix_argsort,
+    reverse_within_runs,
+    run_starts,
+    sort_ranks,
+)
+from plansight.engine.logical.expr import Column, Expr, Literal, SortKey, WindowCall
+from plansight.engine.physical.expressions import evaluate, evaluate_predicate
+from plansight.engine.physical.plan import (
+    SINGLE_PARTITION,
+    ExecutionPlan,
+    hash_distribution,
+)
+from plansight.engine.physical.window_agg import (
+    WindowAggExec,
+    describe_window,
+    is_whole_partition,
+    reversed_ordering,
+)
+
+# bytes of working memory per row and window: codes, ranks, permutation, inverse, result
+_WORK_BYTES_PER_ROW = 40
+
+
+@dataclass(frozen=True)
+class _Sort:
+    """One permutation: rows grouped by ``partition_by``, ordered by ``order_by``."""
+
+    partition_by: tuple[Expr, ...]
+    order_by: tuple[SortKey, ...]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How one window is evaluated: ``mode`` hash-broadcast | permuted; the permutation
+    ``sort`` (also the fallback of hash-broadcast) and whether it is walked backwards."""
+
+    mode: str
+    sort: int
+    backwards: bool = False
+    whole: bool = False  # the frame is the whole partition and the order does not matter
+
+
+def _same_partitions(a: tuple[Expr, ...], b: tuple[Expr, ...]) -> bool:
+    return set(a) == set(b)
+
+
+def _is_prefix(short: tuple[SortKey, ...], long: tuple[SortKey, ...]) -> bool:
+    return len(short) <= len(long) and tuple(long[:len(short)]) == tuple(short)
+
+
+def plan_permutations(windows: list[WindowCall]) -> tuple[list[_Sort], list[_Plan]]:
+    """Assign every window a permutation, sharing one whenever the orderings allow."""
+    sorts: list[_Sort] = []
+    plans: list[_Plan | None] = [None] * len(windows)
+    # longest orderings first, so that shorter ones can reuse them
+    for i in sorted(range(len(windows)), key=lambda j: -len(windows[j].order_by)):
+        window = windows[i]
+        whole = is_whole_partition(window)
+        mode = "hash-broadcast" if whole and broadcastable(
+            window.func, [a.type for a in window.args], window.distinct) else "permuted"
+        # a whole-partition frame ignores the order
+        order = () if whole else tuple(window.order_by)
+        found = None
+        for s, sort in enumerate(sorts):
+            if not _same_partitions(sort.partition_by, window.partition_by):
+                continue
+            if _is_prefix(order, sort.order_by):
+                found = _Plan(mode, s, whole=whole)
+            elif _is_prefix(order, reversed_ordering(sort.order_by)):
+                found = _Plan(mode, s, backwards=True, whole=whole)
+            if found is not None:
+                break
+        if found is None:
+            sorts.append(_Sort(tuple(window.partition_by), order))
+            found = _Plan(mode, len(sorts) - 1, whole=whole)
+        plans[i] = found
+    return sorts, [p for p in plans if p is not None]
+
+
+class HashWindowAggExec(ExecutionPlan):
+    """Window functions over unsorted input: integer permutations, results scattered back."""
+
+    name = "HashWindowAggExec"
+
+    def __init__(self, windows: list[WindowCall], outputs: list[Column], input: ExecutionPlan):
+        fields = list(input.schema) + [pa.field(o.field_name, o.type) for o in outputs]
+        super().__init__(pa.schema(fields))
+        if len(windows) != len(outputs) or not windows:
+            from plansight.errors import PlanError
+
+            raise PlanError("HashWindowAggExec needs one output column per window function")
+        self.windows, self.outputs, self.input = list(windows), list(outputs), input
+        self.sorts, self.plans = plan_permutations(self.windows)
+        first = self.windows[0].partition_by
+        self._common_partition = tuple(first) if first and all(
+            _same_partitions(w.partition_by, first) for w in self.windows) else None
+
+    def children(self):
+        return [self.input]
+
+    def with_new_children(self, children):
+        return HashWindowAggExec(self.windows, self.outputs, children[0])
+
+    def required_input_distribution(self):
+        if self._common_partition is None:
+            return [SINGLE_PARTITION]
+        return [hash_distribution(self._common_partition)]
+
+    def required_input_ordering(self):
+        return [None]
+
+    def maintains_input_order(self):
+        # in-memory it does; the sorting fallback under memory pressure does not
+        return [False]
+
+    def display(self) -> str:
+        parts = []
+        for window, plan in zip(self.windows, self.plans):
+            sort = self.sorts[plan.sort]
+            if plan.mode == "hash-broadcast":
+                mode = "hash-broadcast"
+            else:
+                keys = [str(e) for e in sort.partition_by] + [str(k) for k in sort.order_by]
+                mode = f"permuted by [{', '.join(keys)}]"
+                if plan.backwards:
+                    mode += " backwards"
+            parts.append(f"{describe_window(window)}: mode={mode}")
+        return f"HashWindowAggExec: wdw=[{', '.join(parts)}]"
+
+    # -- execution ------------------------------------------------------------
+    def _execute(self, partition, ctx):
+        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        batches: list[pa.RecordBatch] = []
+        stream = self.input.execute(partition, ctx)
+        try:
+            for batch in stream:
+                if batch.num_rows == 0:
+                    continue
+                batches.append(batch)
+                work = batch.num_rows * _WORK_BYTES_PER_ROW * len(self.windows)
+                if not reservation.try_grow(batch.nbytes + work):
+                    reservation.free()
+                    yield from self._sorting_fallback(partition, ctx, batches, stream)
+                    return
+            metrics.set_max("peak_mem", reservation.size)
+            if not batches:
+                return
+            table = pa.Table.from_batches(batches, schema=self.input.schema)
+            columns = self._window_columns(table)
+            offset = 0
+            for batch in batches:
+                rows = batch.num_rows
+                yield pa.RecordBatch.from_arrays(
+                    list(batch.columns) + [c.slice(offset, rows) for c in columns],
+                    schema=self.schema)
+                offset += rows
+        finally:
+            stream.close()
+            reservation.free()
+
+    def _window_columns(self, table: pa.Table) -> list[pa.Array]:
+        """Every window column, aligned with the rows of ``table``."""
+        n = table.num_rows
+        state = _State(table)
+        columns: list[pa.Array | None] = [None] * len(self.windows)
+        for i, (window, output, plan) in enumerate(zip(self.windows, self.outputs, self.plans)):
+            values = None
+            if plan.mode == "hash-broadcast":
+                codes, count = state.codes(window.partition_by)
+                values = whole_partition_aggregate(
+                    window.func, [state.column(a) for a in window.args], codes, count,
+                    filter_mask=None if window.filter is None else
+                    evaluate_predicate(window.filter, table), result_type=output.type)
+            if values is None:
+                values = self._permuted(window, plan, state)
+            if values.type != output.type:
+                values = values.cast(output.type)
+            if len(values) != n:
+                from plansight.errors import InternalError
+
+                raise InternalError(f"window column has {len(values)} rows, expected {n}")
+            columns[i] = values
+        return [c for c in columns if c is not None]
+
+    def _permuted(self, window: WindowCall, plan: _Plan, state: _State) -> pa.Array:
+        sort = self.sorts[plan.sort]
+        perm = state.permutation(sort, plan.backwards)
+        args = [pa.scalar(a.value, a.type) if isinstance(a, Literal) else
+                perm.take(state.column(a)) for a in window.args]
+        # a whole-partition frame ignores the order: the permutation may not follow it
+        order_by = [] if plan.whole else list(window.order_by)
+        order_keys = [perm.take(state.column(k.expr)) for k in order_by]
+        mask = None
+        if window.filter is not None:
+            mask = perm.take(evaluate_predicate(window.filter, state.table))
+        values = evaluate_window(
+            window.func, args, partition_starts=perm.starts, order_keys=order_keys,
+            descending=[k.descending for k in order_by],
+            nulls_first=[k.nulls_first for k in order_by],
+            frame=None if plan.whole else window.frame,
+            distinct=window.distinct, ignore_nulls=window.ignore_nulls, filter_mask=mask)
+        return perm.scatter(values)
+
+    def _sorting_fallback(self, partition, ctx, held: list[pa.RecordBatch],
+                          rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Out of memory: the held batches plus the rest of the input go through sorts."""
+        from plansight.engine.physical.sort import SortExec
+
+        plan: ExecutionPlan = _ReplayExec(self.input.schema, held, rest)
+        groups: dict[tuple, list[int]] = {}
+        for i, w in enumerate(self.windows):
+            groups.setdefault((tuple(w.partition_by), tuple(w.order_by)), []).append(i)
+        order: list[int] = []
+        for (partition_by, order_by), indices in groups.items():
+            keys = [SortKey(e) for e in partition_by] + list(order_by)
+            if keys:
+                plan = SortExec(keys, plan, preserve_partitioning=True)
+            plan = WindowAggExec([self.windows[i] for i in indices],
+                                 [self.outputs[i] for i in indices], plan)
+            order += indices
+        width = len(self.input.schema)
+        position = {index: width + k for k, index in enumerate(order)}
+        select = list(range(width)) + [position[i] for i in range(len(self.windows))]
+        for batch in plan.execute(partition, ctx):
+            yield pa.RecordBatch.from_arrays([batch.column(i) for i in select],
+                                             schema=self.schema)
+
+
+class _Permutation:
+    """A sort permutation with its partition starts, scattering results back to input order."""
+
+    def __init__(self, perm: np.ndarray, starts: np.ndarray):
+        self.perm = perm
+        self.starts = starts
+        self._indices = pa.array(perm, type=pa.int64())
+        self._inverse: pa.Array | None = None
+
+    def take(self, values: pa.Array) -> pa.Array:
+        return values.take(self._indices)
+
+    def scatter(self, values: pa.Array) -> pa.Array:
+        """``values`` (in permuted order) back in input order."""
+        if self._inverse is None:
+            inverse = np.empty(len(self.perm), dtype=np.int64)
+            inverse[self.perm] = np.arange(len(self.perm), dtype=np.int64)
+            self._inverse = pa.array(inverse)
+        return values.take(self._inverse)
+
+
+class _State:
+    """Per-execution caches: evaluated columns, partition codes, permutations."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self._columns: dict[Expr, pa.Array] = {}
+        self._codes: dict[frozenset, tuple[np.ndarray, int]] = {}
+        self._perms: dict[tuple[_Sort, bool], _Permutation] = {}
+
+    def column(self, expr: Expr) -> pa.Array:
+        if expr not in self._columns:
+            self._columns[expr] = evaluate(expr, self.table)
+        return self._columns[expr]
+
+    def raw(self, expr: Expr) -> pa.Array | pa.ChunkedArray:
+        """The column as stored (chunked: no copy), or the evaluated expression."""
+        if isinstance(expr, Column):
+            index = self.table.schema.get_field_index(expr.field_name)
+            if index >= 0:
+                return self.table.column(index)
+        return self.column(expr)
+
+    def codes(self, partition_by: tuple[Expr, ...]) -> tuple[np.ndarray, int]:
+        key = frozenset(partition_by)
+        if key not in self._codes:
+            self._codes[key] = partition_codes([self.raw(e) for e in partition_by],
+                                               self.table.num_rows)
+        return self._codes[key]
+
+    def permutation(self, sort: _Sort, backwards: bool) -> _Permutation:
+        cached = self._perms.get((sort, backwards))
+        if cached is not None:
+            return cached
+        if backwards:
+            forward = self.permutation(sort, False)
+            result = _Permutation(reverse_within_runs(forward.perm, forward.starts),
+                                  forward.starts)
+        else:
+            codes, count = self.codes(sort.partition_by)
+            keys = [(codes, max(1, (count - 1).bit_length()))] if count > 1 else []
+            keys += [sort_ranks(self.raw(k.expr), k.descending, k.nulls_first)
+                     for k in sort.order_by]
+            perm = radix_argsort(keys) if keys else np.arange(len(codes), dtype=np.int64)
+            result = _Permutation(perm, run_starts(codes[perm]))
+        self._perms[(sort, backwards)] = result
+        return result
+
+
+class _ReplayExec(ExecutionPlan):
+    """Batches already pulled from an input, then the rest of that input's stream."""
+
+    name = "ReplayExec"
+
+    def __init__(self, schema: pa.Schema, held: list[pa.RecordBatch],
+                 rest: Iterator[pa.RecordBatch]):
+        super().__init__(schema)
+        self.held, self.rest = held, rest
+
+    def _execute(self, partition, ctx):
+        held, self.held = self.held, []
+        yield from held
+        yield from self.rest

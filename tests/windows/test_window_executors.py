@@ -1,0 +1,170 @@
+"""Which window executor runs, and every executor agrees with DuckDB.
+
+The default plan for unsorted input is the sort-free HashWindowAggExec; the differential
+corpus of test_window_sql.py runs through it. Here the same queries also run through the
+sorted executor (forced), and plan shapes are checked: shared permutations, reversed
+orderings, sorted input without a second sort, whole-partition broadcast, and the fall back
+to sorting when the memory pool refuses the buffer.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import plansight as ps
+from plansight.engine.exec.context import SessionConfig, TaskContext
+from plansight.engine.exec.memory_pool import MemoryPool
+from plansight.engine.logical.expr import Column, SortKey, WindowCall
+from plansight.engine.physical import window_planning
+from plansight.engine.physical.plan import ExecutionPlan
+from plansight.engine.physical.window_hash_agg import HashWindowAggExec
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from differential.harness import check
+from windows.test_window_sql import QUERIES, TABLES
+
+
+@pytest.fixture
+def sorted_executor(monkeypatch):
+    monkeypatch.setattr(window_planning, "EXECUTOR", "sorted")
+
+
+@pytest.mark.parametrize("sql", QUERIES[::3])
+def test_sorted_executor_matches_duckdb(sql, sorted_executor):
+    check(sql, {"t": TABLES["mixed"]}, batch_size=7)
+
+
+@pytest.mark.parametrize("sql", QUERIES[1::5])
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_hash_executor_at_several_partitions(sql, partitions):
+    check(sql, {"t": TABLES["tiny_partitions"]}, batch_size=5, target_partitions=partitions)
+
+
+def _plan(sql: str, partitions: int = 1) -> str:
+    s = ps.Session(target_partitions=partitions)
+    s.register("t", TABLES["mixed"])
+    return s.sql(sql).explain()
+
+
+def test_unsorted_input_gets_no_sort():
+    plan = _plan("SELECT id, sum(v) OVER (PARTITION BY p ORDER BY o ROWS 2 PRECEDING) FROM t")
+    assert "HashWindowAggExec" in plan and "SortExec" not in plan
+    assert "mode=permuted by [p, o ASC NULLS LAST]" in plan
+
+
+def test_whole_partition_aggregate_is_broadcast_without_permutation():
+    plan = _plan("SELECT id, sum(v) OVER (PARTITION BY p), count(*) OVER (PARTITION BY p "
+                 "ORDER BY o ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) FROM t")
+    assert plan.count("mode=hash-broadcast") == 2
+    assert "SortExec" not in plan
+
+
+def test_unsorted_input_is_hash_repartitioned_and_not_sorted():
+    plan = _plan("SELECT id, rank() OVER (PARTITION BY p ORDER BY o) FROM t", partitions=3)
+    assert "RepartitionExec: partitioning=Hash([p], 3)" in plan and "SortExec" not in plan
+
+
+def test_windows_on_the_same_partition_share_one_operator_and_permutation():
+    sql = ("SELECT id, lag(v) OVER (PARTITION BY p ORDER BY o, id) AS a, "
+           "sum(v) OVER (PARTITION BY p ORDER BY o) AS b, "
+           "first_value(v) OVER (PARTITION BY p ORDER BY o DESC NULLS FIRST, id DESC "
+           "NULLS FIRST) AS c, count(*) OVER (PARTITION BY p) AS d FROM t")
+    plan = _plan(sql)
+    assert plan.count("HashWindowAggExec") == 1
+    assert "backwards" in plan
+    assert plan.count("permuted by [p, o ASC NULLS LAST, id ASC NULLS LAST]") == 3
+    for shape in ("mixed", "tiny_partitions"):
+        check(sql, {"t": TABLES[shape]}, batch_size=7)
+
+
+def test_sorted_input_streams_through_the_sorted_executor_without_a_second_sort():
+    sql = ("SELECT p, o, id, sum(v) OVER (PARTITION BY p ORDER BY o, id) AS w "
+           "FROM (SELECT * FROM t ORDER BY p, o, id) AS sorted")
+    plan = _plan(sql)
+    assert "WindowAggExec: mode=partition-at-a-time" in plan
+    assert plan.count("SortExec") == 1
+    check(sql, {"t": TABLES["mixed"]}, batch_size=3)
+
+
+def test_reversed_sorted_input_is_read_backwards_instead_of_sorted_again():
+    sql = ("SELECT p, o, id, lag(v) OVER (PARTITION BY p ORDER BY o, id) AS a, "
+           "last_value(v) OVER (PARTITION BY p ORDER BY o ROWS BETWEEN 1 PRECEDING AND "
+           "CURRENT ROW) AS b, rank() OVER (PARTITION BY p ORDER BY o) AS c "
+           "FROM (SELECT * FROM t ORDER BY p DESC, o DESC NULLS FIRST, id DESC NULLS FIRST) "
+           "AS sorted")
+    plan = _plan(sql)
+    assert plan.count("SortExec") == 1
+    assert plan.count("(backwards)") == 3
+    check(sql, {"t": TABLES["mixed"]}, batch_size=4)
+
+
+# ----------------------------------------------------------------------------- operator level
+
+P = Column(1, "p", pa.int64())
+V = Column(2, "v", pa.int64())
+OUT = Column(3, "s", pa.int64())
+
+
+class _Source(ExecutionPlan):
+    name = "Source"
+
+    def __init__(self, batches: list[pa.RecordBatch]):
+        super().__init__(batches[0].schema)
+        self.batches = batches
+
+    def _execute(self, partition, ctx):
+        yield from self.batches
+
+
+def _batches(rows: int, partitions: int, batch_rows: int) -> list[pa.RecordBatch]:
+    rng = np.random.default_rng(5)
+    schema = pa.schema([(P.field_name, pa.int64()), (V.field_name, pa.int64())])
+    p, v = rng.integers(0, partitions, rows), rng.integers(0, 100, rows)
+    return [pa.RecordBatch.from_arrays([pa.array(p[i:i + batch_rows]),
+                                        pa.array(v[i:i + batch_rows])], schema=schema)
+            for i in range(0, rows, batch_rows)]
+
+
+def _partition_totals(batches: list[pa.RecordBatch]) -> dict[int, int]:
+    table = pa.Table.from_batches(batches)
+    totals: dict[int, int] = {}
+    for k, x in zip(table.column(0).to_pylist(), table.column(1).to_pylist()):
+        totals[k] = totals.get(k, 0) + x
+    return totals
+
+
+def test_output_keeps_input_rows_and_batches_and_frees_memory():
+    batches = _batches(1000, 13, 64)
+    window = WindowCall("sum", (V,), pa.int64(), partition_by=(P,))
+    op = HashWindowAggExec([window], [OUT], _Source(batches))
+    pool = MemoryPool(None)
+    out = list(op.execute(0, TaskContext(SessionConfig(), pool)))
+    assert [b.num_rows for b in out] == [b.num_rows for b in batches]
+    assert all(o.column(0).equals(b.column(0)) for o, b in zip(out, batches))
+    totals = _partition_totals(batches)
+    for batch in out:
+        keys, sums = batch.column(0).to_pylist(), batch.column(2).to_pylist()
+        assert sums == [totals[k] for k in keys]
+    assert pool.reserved == 0
+
+
+def test_falls_back_to_sorting_when_the_pool_refuses_the_buffer():
+    batches = _batches(1000, 13, 64)
+    window = WindowCall("sum", (V,), pa.int64(), partition_by=(P,),
+                        order_by=(SortKey(V),))
+    op = HashWindowAggExec([window], [OUT], _Source(batches))
+    input_bytes = sum(b.nbytes for b in batches)
+    pool = MemoryPool(int(input_bytes * 2.5))  # the sort fits, the permutation work does not
+    out = pa.Table.from_batches(list(op.execute(0, TaskContext(SessionConfig(), pool))))
+    unlimited = HashWindowAggExec([window], [OUT], _Source(batches))
+    expected = pa.Table.from_batches(list(unlimited.execute(
+        0, TaskContext(SessionConfig(), MemoryPool(None)))))
+    key = [(name, "ascending") for name in expected.column_names]
+    assert out.num_rows == 1000
+    assert out.sort_by(key).equals(expected.sort_by(key))
+    assert pool.reserved == 0
