@@ -41,6 +41,10 @@ class TableSource:
     def read(self, unit: ScanUnit, columns: list[str], batch_size: int) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
 
+    def unit_stats(self, unit: ScanUnit, column: str) -> tuple[Any, Any, int] | None:
+        """(min, max, null count) of ``column`` in ``unit`` when the format keeps them."""
+        return None
+
     def prune(self, units: list[ScanUnit], predicates: list[Any]) -> tuple[list[ScanUnit], int]:
         """Drop units whose statistics prove no row passes; returns (kept, pruned count)."""
         return units, 0
@@ -125,6 +129,9 @@ class ParquetSource(TableSource):
                 yield normalize_batch(batch, target)
         except (pa.ArrowInvalid, OSError) as e:
             raise PlanError(f"cannot read Parquet file {unit.path!r}: {e}") from e
+
+    def unit_stats(self, unit, column):
+        return _row_group_stats(self._meta[unit.path], unit.row_groups[0]).get(column)
 
     def prune(self, units, predicates):
         if not predicates:

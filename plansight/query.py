@@ -51,11 +51,10 @@ def format_metrics(op: ExecutionPlan, ctx: TaskContext) -> str:
     parts = [f"output_rows={int(m.total(op.operator_id, 'output_rows'))}",
              f"output_batches={int(m.total(op.operator_id, 'output_batches'))}",
              f"elapsed_compute={max(own, 0) * 1000:.3f}ms"]
-    extra = ("peak_mem", "spill_count", "spilled_bytes", "spilled_rows", "rows_read",
-             "units_pruned", "units_read")
     totals = m.snapshot().get(op.operator_id, {})
-    for name in extra:
-        if totals.get(name):
+    shown = ("output_rows", "output_batches", "elapsed_compute")
+    for name in sorted(totals):  # every other metric the operator recorded, when non-zero
+        if name not in shown and totals[name]:
             parts.append(f"{name}={int(totals[name])}")
     return ", ".join(parts)
 

@@ -169,6 +169,7 @@ class HashJoinExec(ExecutionPlan):
         self.left, self.right, self.on = left, right, list(on)
         self.join_type, self.filter, self.null_aware = join_type, filter, null_aware
         self.null_equal = null_equal
+        self.dynamic_filters: list = []  # (build key, DynamicFilter) from push_dynamic_filters
         self.shared_build = SharedBuild(
             left, f"{self.name}[build]",
             lambda table: KeyIndex([evaluate(k, table) for k, _ in self.on], self.null_equal))
@@ -205,9 +206,24 @@ class HashJoinExec(ExecutionPlan):
             text += ", null_aware=true"
         return text
 
+    def _publish_key_ranges(self, build: pa.Table, ctx) -> None:
+        """Tell the probe scan the range of build keys: rows outside can never match."""
+        for build_key, dynamic_filter in self.dynamic_filters:
+            if dynamic_filter.active:
+                continue  # published by an earlier probe partition
+            keys = evaluate(build_key, build)
+            if len(keys) == keys.null_count:
+                dynamic_filter.empty = True
+                continue
+            bounds = pc.min_max(keys)
+            dynamic_filter.tighten(bounds["min"].as_py(), bounds["max"].as_py())
+
     def _execute(self, partition, ctx):
         try:
+            for _, dynamic_filter in self.dynamic_filters:
+                dynamic_filter.start(ctx)
             build, index = self.shared_build.acquire(ctx)
+            self._publish_key_ranges(build, ctx)
             assembler = JoinAssembler(build, self.join_type, self.schema, self.filter)
             build_empty = build.num_rows == 0
             if self.null_aware and index.has_null_key and self.join_type == "right_anti":

@@ -22,6 +22,8 @@ class DataSourceExec(ExecutionPlan):
         self.source, self.columns, self.table = source, list(columns), table
         self.pruning_predicates = tuple(pruning_predicates)
         self.fetch = fetch
+        # (source column name, DynamicFilter) pairs attached by push_dynamic_filters
+        self.dynamic_filters: list = []
         units = source.units(partitions)
         self.total_units = len(units)
         units, self.pruned_units = source.prune(units, list(self.pruning_predicates))
@@ -46,23 +48,49 @@ class DataSourceExec(ExecutionPlan):
             parts.append(f"units_pruned={self.pruned_units}/{self.total_units}")
         if self.fetch is not None:
             parts.append(f"limit={self.fetch}")
+        if self.dynamic_filters:
+            parts.append("dynamic_filters=[" + ", ".join(
+                f"{column} from {f.origin}" for column, f in self.dynamic_filters) + "]")
         if self.partition_count > 1:
             parts.append(f"partitions={self.partition_count}")
         return ", ".join(parts)
+
+    @staticmethod
+    def _apply_dynamic(batch, dynamic, metrics, ctx):
+        for index, dynamic_filter in dynamic:
+            if not dynamic_filter.applies_to(ctx):
+                continue
+            mask = dynamic_filter.mask(batch.column(index))
+            if mask is not None:
+                before = batch.num_rows
+                batch = batch.filter(mask)
+                metrics.add("rows_skipped_dynamic", before - batch.num_rows)
+        return batch
 
     def _execute(self, partition, ctx):
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         metrics.add("units_pruned", self.pruned_units if partition == 0 else 0)
         remaining = self.fetch
+        dynamic = [(self.columns.index(c), f) for c, f in self.dynamic_filters]
         for unit in self.assignment[partition]:
+            dynamic = [(i, f) for i, f in dynamic if f.run is ctx or f.run is None]
+            live = [(i, f) for i, f in dynamic if f.applies_to(ctx)]
+            if live and not all(f.unit_may_match(self.source.unit_stats(unit, self.columns[i]))
+                                for i, f in live):
+                metrics.add("units_pruned_dynamic")
+                continue
             metrics.add("units_read")
             for batch in self.source.read(unit, self.columns, ctx.batch_size):
+                if dynamic:
+                    batch = self._apply_dynamic(batch, dynamic, metrics, ctx)
+                    if batch.num_rows == 0:
+                        continue
                 if remaining is not None:
                     if remaining <= 0:
                         return
                     batch = batch.slice(0, remaining)
                     remaining -= batch.num_rows
-                metrics.add("rows_read", batch.num_rows)
+                metrics.add("rows_read", batch.num_rows)  # after dynamic filtering
                 # sources name columns as stored; the plan names them name#id
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
             if remaining is not None and remaining <= 0:

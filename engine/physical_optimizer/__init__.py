@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.physical.plan import ExecutionPlan
+from plansight.engine.physical_optimizer.push_dynamic_filters import push_dynamic_filters
 from plansight.engine.physical_optimizer.ensure_requirements import (
     ensure_requirements,
     ensure_single_output,
@@ -12,4 +13,6 @@ from plansight.engine.physical_optimizer.ensure_requirements import (
 
 def optimize_physical(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPlan:
     plan = ensure_requirements(plan, config.target_partitions)
-    return ensure_single_output(plan)
+    plan = ensure_single_output(plan)
+    # last: it wires operators of the final tree together
+    return push_dynamic_filters(plan)
