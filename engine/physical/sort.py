@@ -1,16 +1,37 @@
 """SortExec: sorts each input partition (multi-key, ASC/DESC, NULLS FIRST/LAST).
 
-With ``fetch`` it runs as top-k: candidates are cut back to k whenever they exceed 2k + a
-batch, so memory stays O(k + batch) instead of O(input).
+External sort: the buffer grows a spillable reservation; when the pool refuses, the buffer is
+sorted and written as a run (a spill file), the reservation is released and buffering goes on.
+
+    input ─▶ buffer ──pool says no──▶ sort ─▶ run 0, run 1, ... (lz4 IPC files)
+               │                                   │
+               └─ end: sort (in-memory run) ───────┴─▶ merge_sorted ─▶ sorted output
+                                                      (in levels of FAN_IN runs when more)
+
+At the first spill a merge budget (a quarter of the pool) is reserved, and runs are written in
+batches small enough for FAN_IN of them to be merged inside it. Runs are consecutive pieces of
+the input and the merge is stable, so the output equals the in-memory sort's, ties included.
+
+With ``fetch`` it runs as top-k and never spills: candidates are cut back to k whenever they
+exceed 2k + a batch, so memory stays O(k + batch) instead of O(input).
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from plansight.engine.exec.spill import SpillFile, spill_manager
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.plan import SINGLE_PARTITION, UNSPECIFIED, ExecutionPlan
+
+#: Most runs merged at once; more runs merge in levels (each cuts their number FAN_IN-fold).
+FAN_IN = 16
+#: Share of the memory limit reserved for merging runs, split among sibling partitions.
+MERGE_SHARE = 4
+#: Smallest batch written to a run; with less merge memory the fan-in drops first (down to 2).
+MIN_RUN_BATCH_BYTES = 32 * 1024
 
 
 def sort_columns(table: pa.Table | pa.RecordBatch,
@@ -69,30 +90,189 @@ class SortExec(ExecutionPlan):
     def display(self) -> str:
         keys = ", ".join(map(str, self.keys))
         head = f"SortExec: TopK(fetch={self.fetch}), " if self.fetch is not None else "SortExec: "
-        return f"{head}expr=[{keys}], preserve_partitioning=[{str(self.preserve_partitioning).lower()}]"
+        preserve = str(self.preserve_partitioning).lower()
+        return f"{head}expr=[{keys}], preserve_partitioning=[{preserve}]"
 
     def _execute(self, partition, ctx):
+        if self.fetch is not None:
+            return self._top_k(partition, ctx)
+        return self._external_sort(partition, ctx)
+
+    def _top_k(self, partition, ctx):
         reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
         try:
             batches, held = [], 0
-            limit = None if self.fetch is None else 2 * self.fetch + ctx.batch_size
+            limit = 2 * self.fetch + ctx.batch_size
             for batch in self.input.execute(partition, ctx):
                 reservation.grow(batch.nbytes)
                 batches.append(batch)
                 held += batch.num_rows
-                if limit is not None and held > limit:
+                if held > limit:
                     table = self._sorted(batches).slice(0, self.fetch)
                     batches, held = table.to_batches(), table.num_rows
                     reservation.resize(table.nbytes)
             if not batches:
                 return
-            table = self._sorted(batches)
-            if self.fetch is not None:
-                table = table.slice(0, self.fetch)
+            table = self._sorted(batches).slice(0, self.fetch)
             yield from table.to_batches(max_chunksize=ctx.batch_size)
         finally:
+            ctx.metrics.for_partition(self.operator_id, self.name, partition).set_max(
+                "peak_mem", reservation.peak)
             reservation.free()
+
+    def _external_sort(self, partition, ctx):
+        sort = _ExternalSort(self, partition, ctx)
+        try:
+            for batch in self.input.execute(partition, ctx):
+                if batch.num_rows:
+                    sort.insert(batch)
+            yield from sort.finish()
+        finally:
+            sort.close()
 
     def _sorted(self, batches) -> pa.Table:
         table = pa.Table.from_batches(batches, schema=self.schema)
         return table.take(sort_indices(table, self.keys))
+
+
+class _ExternalSort:
+    """The state of one partition's sort: the in-memory buffer and the spilled runs."""
+
+    def __init__(self, plan: SortExec, partition: int, ctx):
+        self.plan, self.ctx = plan, ctx
+        self.metrics = ctx.metrics.for_partition(plan.operator_id, plan.name, partition)
+        self.reservation = ctx.memory_pool.register(f"{plan.name}[{partition}]", can_spill=True)
+        self.merge_reservation = None
+        self.batches: list[pa.RecordBatch] = []
+        self.runs: list[SpillFile] = []
+        self.spilled: list[SpillFile] = []  # every run written, deleted in close()
+        self.fan_in, self.run_batch_bytes = self._merge_shape(self._merge_budget())
+
+    def insert(self, batch: pa.RecordBatch) -> None:
+        if self.reservation.try_grow(batch.nbytes):
+            self.batches.append(batch)
+            return
+        # the pool said no: sort what is held, write it as a run, release its memory
+        if self.batches:
+            self._spill(self.plan._sorted(self.batches))
+            self.batches = []
+            self.reservation.resize(0)
+        self._reserve_merge_budget()
+        if self.reservation.try_grow(batch.nbytes):
+            self.batches.append(batch)
+        else:  # bigger than all the pool has left: a run of its own
+            self._spill(self.plan._sorted([batch]))
+            self._reserve_merge_budget()
+
+    def _merge_budget(self) -> int:
+        plan = self.plan
+        siblings = plan.input.output_partitioning().count if plan.preserve_partitioning else 1
+        limit = self.ctx.memory_pool.limit or 0
+        return max(16 * 1024, limit // (MERGE_SHARE * siblings))
+
+    @staticmethod
+    def _merge_shape(budget: int) -> tuple[int, int]:
+        """(fan-in, bytes per run batch) for a merge budget: each merged stream buffers up to
+        two batches, and the round's output is as much again."""
+        fan_in = max(2, min(FAN_IN, budget // (4 * MIN_RUN_BATCH_BYTES)))
+        return fan_in, max(4096, budget // (4 * fan_in))
+
+    def _reserve_merge_budget(self) -> None:
+        """Hold the merge's memory from the first spill on, so the merge is not starved later.
+
+        Topped up after every spill (a spill frees memory) while siblings hold the pool.
+        """
+        if self.merge_reservation is None:
+            self.merge_reservation = self.ctx.memory_pool.register(
+                f"{self.plan.name}[{self.metrics.partition}](merge)")
+        missing = self._merge_budget() - self.merge_reservation.size
+        if missing > 0:
+            self.merge_reservation.try_grow(missing)
+
+    def _spill(self, table: pa.Table) -> None:
+        """Write a sorted table as one run."""
+        file = spill_manager(self.ctx).spill(table.to_batches(), self.plan.schema, self.metrics,
+                                             max_rows=self._run_rows(table))
+        self.runs.append(file)
+        self.spilled.append(file)
+
+    def _run_rows(self, table: pa.Table) -> int:
+        """Rows per spilled batch: about ``run_batch_bytes`` each."""
+        row_bytes = max(1, table.nbytes // max(1, table.num_rows))
+        return max(64, min(self.ctx.batch_size, self.run_batch_bytes // row_bytes))
+
+    def _under_pressure(self) -> bool:
+        """Whether the pool is nearly full: whoever consumes this sort's output will need
+        memory too (a sibling's merge, a join build), so the sorted rows go to disk."""
+        pool = self.ctx.memory_pool
+        return pool.limit is not None and pool.limit - pool.reserved < pool.limit // 4
+
+    def finish(self):
+        plan, ctx = self.plan, self.ctx
+        table = plan._sorted(self.batches) if self.batches else None
+        self.batches = []
+        if table is not None and (self._under_pressure() or
+                                  self.runs and len(self.runs) + 1 > self.fan_in):
+            self._spill(table)
+            self.reservation.resize(0)
+            table = None
+            self._reserve_merge_budget()
+        if not self.runs:
+            if table is not None:
+                yield from table.to_batches(max_chunksize=ctx.batch_size)
+            return
+        self._reserve_merge_budget()
+        manager = spill_manager(ctx)
+        while len(self.runs) > self.fan_in:
+            self.runs = [self._merge_level(group) if len(group) > 1 else group[0]
+                         for group in _groups(self.runs, self.fan_in)]
+        min_rows = self._run_rows_estimate()
+        streams = [manager.read(run, self.metrics) for run in self.runs]
+        reserved = []
+        if table is not None:  # the newest rows: the last run, its memory already reserved
+            reserved = [len(streams)]
+            streams.append(iter(table.to_batches(max_chunksize=self._run_rows(table))))
+        self.runs = []
+        yield from _merge(streams, plan, ctx.batch_size, min_rows, self.merge_reservation,
+                          reserved)
+
+    def _merge_level(self, group: list[SpillFile]) -> SpillFile:
+        manager = spill_manager(self.ctx)
+        rows = self._run_rows_estimate()
+        writer = manager.writer(self.plan.schema, self.metrics)
+        try:
+            streams = [manager.read(run, self.metrics) for run in group]
+            for batch in _merge(streams, self.plan, rows, rows, self.merge_reservation, []):
+                writer.write(batch)
+        except BaseException:
+            writer.abort()
+            raise
+        file = writer.finish()
+        self.spilled.append(file)
+        return file
+
+    def _run_rows_estimate(self) -> int:
+        rows = [run.rows / run.batches for run in self.runs if run.batches]
+        return max(64, int(min(rows))) if rows else self.ctx.batch_size
+
+    def close(self) -> None:
+        merge_peak = self.merge_reservation.peak if self.merge_reservation is not None else 0
+        self.metrics.set_max("peak_mem", self.reservation.peak + merge_peak)
+        self.reservation.free()
+        if self.merge_reservation is not None:
+            self.merge_reservation.free()
+        if self.spilled:
+            manager = spill_manager(self.ctx)
+            for file in self.spilled:
+                manager.delete(file.path)
+
+
+def _merge(streams, plan: SortExec, batch_size: int, min_rows: int, reservation, reserved):
+    from plansight.engine.physical.sort_preserving_merge import merge_sorted
+
+    return merge_sorted(streams, plan.keys, plan.schema, batch_size=batch_size,
+                        min_rows=min_rows, reservation=reservation, reserved_streams=reserved)
+
+
+def _groups(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]

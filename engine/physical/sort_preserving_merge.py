@@ -5,17 +5,18 @@ least ``min_rows`` while it has more). One round:
 
     stream 0: [ 1  3  5  8 ]         the owner is the stream whose buffer ends lowest
     stream 1: [ 2  4 | 9 11 ]        (its last key is the bound B = 8; ties: lowest stream);
-    stream 2: [ 6  7  8 | 8 12 ]     every row that sorts before B, or equal to B in a stream
-                                     at or before the owner, can be emitted now: nothing
-              safe ─┘   └─ kept      still unread can sort before it
+    stream 2: [ 6  7 | 8  8 12 ]     every row that sorts before B, or equal to B in a stream
+                                     before the owner, can be emitted now: nothing still
+            safe ─┘    └─ kept       unread can sort before it
 
     emit sort_indices(concat(safe prefixes in stream order))      (stable: ties keep stream
                                                                    order, then input order)
 
 The owner's whole buffer is safe, so every round empties at least one buffer of ``min_rows``
-rows. Each stream's safe prefix is found by comparing the bound with a strided sample of the
-buffer and then with one block of it (vectorized compare kernels, O(sqrt n) rows per round);
-the rows emitted are sorted once. ``merge_sorted`` is reused by SortExec to merge spilled runs.
+rows. The safe prefixes of all streams are found together with two small stable sorts: of the
+last row of every sqrt(n)-row block of each buffer plus the bound, then of the one block per
+buffer that holds the boundary plus the bound. The rows emitted are sorted once.
+``merge_sorted`` is reused by SortExec to merge its spilled runs.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import math
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +33,7 @@ from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.memory_pool import MemoryReservation
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.plan import UNSPECIFIED, ExecutionPlan, Partitioning
-from plansight.engine.physical.sort import sort_columns, sort_indices
+from plansight.engine.physical.sort import sort_columns
 
 from plansight.errors import PlanError
 
@@ -89,29 +90,38 @@ class SortPreservingMergeExec(ExecutionPlan):
             for stream in streams:
                 if isinstance(stream, _Prefetched):
                     stream.start()
+            # input batches stay accounted by their producers (a sort keeps its reservation
+            # until its stream ends); the merge reserves the sorted copies it makes
             yield from merge_sorted(streams, self.keys, self.schema, batch_size=ctx.batch_size,
-                                    fetch=self.fetch, reservation=reservation)
+                                    fetch=self.fetch, reservation=reservation,
+                                    reserved_streams=range(count))
         finally:
             for stream in streams:
                 stream.close()
+            ctx.metrics.for_partition(self.operator_id, self.name, partition).set_max(
+                "peak_mem", reservation.peak)
             reservation.free()
 
 
 # ----------------------------------------------------------------------------- the merge
 
 def merge_sorted(streams: Sequence[Iterator[pa.RecordBatch]], keys: list[SortKey],
-                 schema: pa.Schema, *, batch_size: int, min_rows: int | None = None,
+                 schema: pa.Schema, *, batch_size: int, min_rows: int = 1,
                  fetch: int | None = None, reservation: MemoryReservation | None = None,
-                 reserved_streams: Sequence[int] = ()) -> Iterator[pa.RecordBatch]:
+                 reserved_streams: Iterable[int] = ()) -> Iterator[pa.RecordBatch]:
     """Merge streams each sorted by ``keys`` into one sorted stream (stable across streams).
 
-    ``reservation`` is kept at ``max(its size on entry, bytes buffered)``: a caller may reserve
-    the merge's memory ahead. Streams listed in ``reserved_streams`` are already accounted by
-    the caller and are not counted again. Every stream is closed when the merge ends.
+    Each stream's buffer is refilled to ``min_rows`` rows whenever it runs below. The
+    reservation covers the buffered batches and each round's output until it is handed on,
+    and never drops below its size on entry (a caller may reserve the merge's memory ahead).
+    Batches of the streams in ``reserved_streams`` are accounted by their producers and not
+    counted again. Every stream is closed when the merge ends.
     """
-    min_rows = max(1, min_rows or batch_size)
+    min_rows = max(1, min_rows)
     reserved = set(reserved_streams)
-    cursors = [_Cursor(i, stream, schema, i not in reserved) for i, stream in enumerate(streams)]
+    order = _Order(keys)
+    cursors = [_Cursor(stream, schema, order, i not in reserved)
+               for i, stream in enumerate(streams)]
     floor = reservation.size if reservation is not None else 0
     remaining = fetch
     try:
@@ -122,11 +132,11 @@ def merge_sorted(streams: Sequence[Iterator[pa.RecordBatch]], keys: list[SortKey
             if not active:
                 return
             _account(reservation, floor, cursors)
-            merged = _merge_round(active, keys, schema)
+            merged, held = _merge_round(active, order, schema)
             if remaining is not None:
                 merged = merged.slice(0, remaining)
                 remaining -= merged.num_rows
-            _account(reservation, floor, cursors, merged.nbytes)
+            _account(reservation, floor, cursors, held)
             yield from merged.to_batches(max_chunksize=batch_size)
     finally:
         for cursor in cursors:
@@ -137,26 +147,92 @@ def merge_sorted(streams: Sequence[Iterator[pa.RecordBatch]], keys: list[SortKey
             reservation.shrink(reservation.size - floor)
 
 
-def _merge_round(active: list[_Cursor], keys: list[SortKey], schema: pa.Schema) -> pa.Table:
-    """Take every row that is safe to emit from the buffers and return them sorted."""
+class _Order:
+    """The sort order on key tables: the ``sort_columns`` of each batch, computed once."""
+
+    def __init__(self, keys: list[SortKey]):
+        self.keys = keys
+        self.sort_keys: list[tuple[str, str, str]] | None = None
+
+    def key_table(self, batch: pa.RecordBatch) -> pa.Table:
+        columns, sort_keys = sort_columns(batch, self.keys)
+        self.sort_keys = sort_keys
+        columns = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c
+                   for c in columns]
+        return pa.table(columns, names=[name for name, _, _ in sort_keys])
+
+    def indices(self, key_table: pa.Table) -> np.ndarray:
+        """Stable sort permutation of a key table."""
+        return pc.sort_indices(key_table, sort_keys=self.sort_keys).to_numpy()
+
+
+def _merge_round(active: list[_Cursor], order: _Order,
+                 schema: pa.Schema) -> tuple[pa.Table, int]:
+    """The rows safe to emit, sorted, and the bytes the round holds until they are handed on.
+
+    Those bytes are the rows taken from counted buffers and, when streams interleave, the
+    sorted copy.
+    """
     if len(active) == 1:
-        return pa.Table.from_batches(active[0].take(active[0].rows), schema=schema)
-    lasts = pa.Table.from_batches([c.last_row() for c in active], schema=schema)
-    owner = active[sort_indices(lasts, keys)[0].as_py()]
-    bound, _ = sort_columns(lasts.slice(active.index(owner), 1), keys)
-    pieces = []
-    for cursor in active:
-        if cursor is owner:
-            count = cursor.rows
-        else:  # ties with the bound are safe only in streams before the owner
-            count = cursor.count_preceding(keys, bound, inclusive=cursor.index < owner.index)
-        if count:
-            pieces.append(cursor.take(count))
-    batches = [batch for piece in pieces for batch in piece]
+        counts = [active[0].rows]
+    else:
+        lasts = pa.concat_tables([c.last_key() for c in active])
+        owner = int(order.indices(lasts)[0])
+        counts = _safe_counts(active, owner, lasts.slice(owner, 1), order)
+    pieces = [(cursor.counted, cursor.take(count))
+              for cursor, count in zip(active, counts) if count]
+    batches = [batch for _, (piece, _) in pieces for batch in piece]
+    held = sum(batch.nbytes for counted, (piece, _) in pieces if counted for batch in piece)
     table = pa.Table.from_batches(batches, schema=schema)
     if len(pieces) == 1:
-        return table  # one sorted piece: nothing to interleave
-    return table.take(sort_indices(table, keys))
+        return table, held  # one sorted piece: nothing to interleave
+    key_table = pa.concat_tables([key for _, (_, piece_keys) in pieces for key in piece_keys])
+    table = table.take(order.indices(key_table))
+    return table, held + table.nbytes
+
+
+def _safe_counts(active: list[_Cursor], owner: int, bound: pa.Table,
+                 order: _Order) -> list[int]:
+    """Per cursor, the length of its prefix that is safe to emit (the owner's: everything).
+
+    Rows safe in a cursor before the owner sort before or equal to the bound; after it,
+    strictly before. Both at once: stable-sort the candidates of all cursors with the bound
+    placed between the cursors before and after the owner, and count what lands before it.
+    First the last row of every sqrt(n)-row block, then the one block holding the boundary.
+    """
+    others = [i for i in range(len(active)) if i != owner]
+    tables = {i: active[i].key_table() for i in others}
+    strides = {i: max(1, math.isqrt(tables[i].num_rows)) for i in others}
+    ends = {i: np.arange(strides[i] - 1, tables[i].num_rows, strides[i]) for i in others}
+    blocks = _count_before(owner, bound, order, {i: tables[i].take(ends[i]) for i in others})
+    starts = {i: blocks[i] * strides[i] for i in others}
+    rows = _count_before(owner, bound, order,
+                         {i: tables[i].slice(starts[i], strides[i]) for i in others})
+    return [active[owner].rows if i == owner else starts[i] + rows[i]
+            for i in range(len(active))]
+
+
+def _count_before(owner: int, bound: pa.Table, order: _Order,
+                  candidates: dict[int, pa.Table]) -> dict[int, int]:
+    """How many rows of each candidate key table sort before the bound (ties: see above)."""
+    parts, labels, placed = [], [], False
+    for i in sorted(candidates):
+        if i > owner and not placed:
+            parts.append(bound)
+            labels.append(owner)
+            placed = True
+        parts.append(candidates[i])
+        labels.append(i)
+    if not placed:
+        parts.append(bound)
+        labels.append(owner)
+    sizes = [part.num_rows for part in parts]
+    label_per_row = np.repeat(np.array(labels), sizes)
+    bound_row = sum(sizes[:labels.index(owner)])
+    permutation = order.indices(pa.concat_tables(parts))
+    before = permutation[:int(np.flatnonzero(permutation == bound_row)[0])]
+    counts = np.bincount(label_per_row[before], minlength=max(labels) + 1)
+    return {i: int(counts[i]) for i in candidates}
 
 
 def _account(reservation: MemoryReservation | None, floor: int, cursors: list[_Cursor],
@@ -171,12 +247,13 @@ def _account(reservation: MemoryReservation | None, floor: int, cursors: list[_C
 
 
 class _Cursor:
-    """The buffered, not yet emitted rows of one sorted stream."""
+    """The buffered, not yet emitted rows of one sorted stream, with their sort keys."""
 
-    def __init__(self, index: int, stream: Iterator[pa.RecordBatch], schema: pa.Schema,
+    def __init__(self, stream: Iterator[pa.RecordBatch], schema: pa.Schema, order: _Order,
                  counted: bool):
-        self.index, self.stream, self.schema, self.counted = index, stream, schema, counted
+        self.stream, self.schema, self.order, self.counted = stream, schema, order, counted
         self.batches: list[pa.RecordBatch] = []
+        self.keys: list[pa.Table] = []  # the key table of each buffered batch
         self.sizes: list[int] = []  # bytes of each buffered batch as pulled (held until used up)
         self.rows = 0
         self.done = False
@@ -194,94 +271,35 @@ class _Cursor:
                 break
             if batch.num_rows:
                 self.batches.append(batch)
+                self.keys.append(self.order.key_table(batch))
                 self.sizes.append(batch.nbytes)
                 self.rows += batch.num_rows
 
-    def last_row(self) -> pa.RecordBatch:
-        last = self.batches[-1]
+    def last_key(self) -> pa.Table:
+        last = self.keys[-1]
         return last.slice(last.num_rows - 1, 1)
 
-    def take(self, count: int) -> list[pa.RecordBatch]:
-        """Remove and return the first ``count`` rows (zero-copy slices)."""
-        out = []
+    def take(self, count: int) -> tuple[list[pa.RecordBatch], list[pa.Table]]:
+        """Remove and return the first ``count`` rows and their keys (zero-copy slices)."""
+        rows, keys = [], []
         while count:
-            head = self.batches[0]
+            head, head_keys = self.batches[0], self.keys[0]
             if head.num_rows <= count:
-                out.append(head)
-                self.batches.pop(0)
-                self.sizes.pop(0)
+                rows.append(head)
+                keys.append(head_keys)
+                del self.batches[0], self.keys[0], self.sizes[0]
                 count -= head.num_rows
                 self.rows -= head.num_rows
             else:
-                out.append(head.slice(0, count))
-                self.batches[0] = head.slice(count)
+                rows.append(head.slice(0, count))
+                keys.append(head_keys.slice(0, count))
+                self.batches[0], self.keys[0] = head.slice(count), head_keys.slice(count)
                 self.rows -= count
                 count = 0
-        return out
+        return rows, keys
 
-    def count_preceding(self, keys: list[SortKey], bound: list[pa.Array],
-                        inclusive: bool) -> int:
-        """How many leading rows sort before the bound (or equal to it, when ``inclusive``).
-
-        Those rows are a prefix (the buffer is sorted): find the block holding the boundary
-        from a strided sample of block ends, then count inside that block.
-        """
-        table = pa.Table.from_batches(self.batches, schema=self.schema)
-        n = table.num_rows
-        stride = max(1, math.isqrt(n))
-        ends = np.arange(stride - 1, n, stride)
-        if len(ends) <= 1:
-            return int(_precedes(table, keys, bound, inclusive).sum())
-        whole_blocks = int(_precedes(table.take(pa.array(ends)), keys, bound, inclusive).sum())
-        start = whole_blocks * stride
-        block = table.slice(start, min(stride, n - start))
-        if block.num_rows == 0:
-            return start
-        return start + int(_precedes(block, keys, bound, inclusive).sum())
-
-
-def _precedes(table: pa.Table, keys: list[SortKey], bound: list[pa.Array],
-              inclusive: bool) -> np.ndarray:
-    """Per row: sorts strictly before ``bound`` (or equal to it, when ``inclusive``).
-
-    Same order as ``sort_indices``: lexicographic over ``sort_columns``, each ascending or
-    descending with its NULL placement; a NaN's order is decided by the NaN-ness column before
-    its value column, so values compare with NaN read as 0.
-    """
-    columns, sort_keys = sort_columns(table, keys)
-    n = table.num_rows
-    result = np.full(n, inclusive)
-    for column, (_, order, placement), bound_column in reversed(
-            list(zip(columns, sort_keys, bound))):
-        column, bound_column = _comparable(column), _comparable(bound_column)
-        value = bound_column[0]
-        valid = _mask(column.is_valid())
-        nulls_first = placement == "at_start"
-        if not value.is_valid:
-            before = valid if not nulls_first else np.zeros(n, dtype=bool)
-            equal = ~valid
-        else:
-            compare = pc.greater if order == "descending" else pc.less
-            before = _mask(compare(column, value))
-            if nulls_first:
-                before |= ~valid
-            equal = _mask(pc.equal(column, value))
-        result = before | (equal & result)
-    return result
-
-
-def _comparable(column: pa.Array) -> pa.Array:
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_dictionary(column.type):
-        column = column.dictionary_decode()
-    if pa.types.is_floating(column.type):
-        column = pc.if_else(pc.is_nan(column), pa.scalar(0, column.type), column)
-    return column
-
-
-def _mask(array: pa.Array) -> np.ndarray:
-    return np.asarray(array.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    def key_table(self) -> pa.Table:
+        return pa.concat_tables(self.keys)
 
 
 # ----------------------------------------------------------------------------- input threads

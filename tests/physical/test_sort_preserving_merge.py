@@ -145,7 +145,7 @@ def test_large_sorted_streams_merge_in_few_rounds_with_big_batches():
                                 "f#3": np.zeros(20_000), "tag#4": np.full(20_000, tag)},
                                schema=SCHEMA))
     streams = [iter(t.to_batches(max_chunksize=1000)) for t in tables]
-    batches = list(merge_sorted(streams, keys, SCHEMA, batch_size=4096))
+    batches = list(merge_sorted(streams, keys, SCHEMA, batch_size=4096, min_rows=4096))
     got = pa.Table.from_batches(batches)
     assert got.equals(_expected(tables, keys))
     assert np.mean([b.num_rows for b in batches]) > 1000
