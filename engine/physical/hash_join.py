@@ -23,6 +23,7 @@ from plansight.engine.physical.join_build import SharedBuild
 from plansight.engine.physical.join_output import JoinAssembler, expand_matches, join_schema
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
+    hash_distribution,
     UNSPECIFIED,
     ExecutionPlan,
     Partitioning,
@@ -164,11 +165,14 @@ class HashJoinExec(ExecutionPlan):
 
     def __init__(self, left: ExecutionPlan, right: ExecutionPlan,
                  on: list[tuple[Expr, Expr]], join_type: str, filter: Expr | None = None,
-                 null_aware: bool = False, null_equal: bool = False):
+                 null_aware: bool = False, null_equal: bool = False,
+                 partitions: int | None = None):
         super().__init__(join_schema(left.schema, right.schema, join_type))
         self.left, self.right, self.on = left, right, list(on)
         self.join_type, self.filter, self.null_aware = join_type, filter, null_aware
         self.null_equal = null_equal
+        # None: CollectLeft (one shared build); N: Partitioned (both sides hashed into N)
+        self.partitions = partitions
         self.dynamic_filters: list = []  # (build key, DynamicFilter) from push_dynamic_filters
         self.shared_build = SharedBuild(
             left, f"{self.name}[build]",
@@ -179,9 +183,12 @@ class HashJoinExec(ExecutionPlan):
 
     def with_new_children(self, children):
         return HashJoinExec(children[0], children[1], self.on, self.join_type, self.filter,
-                            self.null_aware, self.null_equal)
+                            self.null_aware, self.null_equal, self.partitions)
 
     def required_input_distribution(self):
+        if self.partitions is not None:
+            return [hash_distribution([left for left, _ in self.on], self.partitions),
+                    hash_distribution([right for _, right in self.on], self.partitions)]
         # probe partitions share one build side; joins that must see every probe row
         # before emitting build rows need the probe side in one partition
         needs_all_probe = self.join_type in ("left", "full", "left_semi", "left_anti")
@@ -199,7 +206,8 @@ class HashJoinExec(ExecutionPlan):
 
     def display(self) -> str:
         on = ", ".join(f"({a}, {b})" for a, b in self.on)
-        text = f"HashJoinExec: mode=CollectLeft, join_type={self.join_type}, on=[{on}]"
+        mode = "CollectLeft" if self.partitions is None else "Partitioned"
+        text = f"HashJoinExec: mode={mode}, join_type={self.join_type}, on=[{on}]"
         if self.filter is not None:
             text += f", filter={self.filter}"
         if self.null_aware:
@@ -218,11 +226,26 @@ class HashJoinExec(ExecutionPlan):
             bounds = pc.min_max(keys)
             dynamic_filter.tighten(bounds["min"].as_py(), bounds["max"].as_py())
 
+    def _build_partition(self, partition: int, ctx):
+        """Partitioned mode: this partition's own share of the build side."""
+        reservation = ctx.memory_pool.register(f"{self.name}[build {partition}]")
+        batches = []
+        for batch in self.left.execute(partition, ctx):
+            reservation.grow(batch.nbytes)
+            batches.append(batch)
+        build = pa.Table.from_batches(batches, schema=self.left.schema).combine_chunks()
+        index = KeyIndex([evaluate(k, build) for k, _ in self.on], self.null_equal)
+        return build, index, reservation
+
     def _execute(self, partition, ctx):
+        reservation = None
         try:
             for _, dynamic_filter in self.dynamic_filters:
                 dynamic_filter.start(ctx)
-            build, index = self.shared_build.acquire(ctx)
+            if self.partitions is None:
+                build, index = self.shared_build.acquire(ctx)
+            else:
+                build, index, reservation = self._build_partition(partition, ctx)
             self._publish_key_ranges(build, ctx)
             assembler = JoinAssembler(build, self.join_type, self.schema, self.filter)
             build_empty = build.num_rows == 0
@@ -249,7 +272,10 @@ class HashJoinExec(ExecutionPlan):
                     yield from assembler.probe(probe, probe_idx, build_idx, chunk_excluded)
             yield from assembler.finish(self.right.schema, ctx.batch_size)
         finally:
-            self.shared_build.release(ctx, self.output_partitioning().count)
+            if self.partitions is None:
+                self.shared_build.release(ctx, self.output_partitioning().count)
+            elif reservation is not None:
+                reservation.free()
 
 
 def coalesce_batches(batches, min_rows: int):

@@ -44,10 +44,14 @@ class Distribution:
 
     kind: str = "unspecified"
     exprs: tuple[Expr, ...] = ()
+    partitions: int | None = None  # co-partitioned joins need exactly this many
 
     def satisfied_by(self, partitioning: Partitioning) -> bool:
         if self.kind == "unspecified":
             return True
+        if self.partitions is not None:
+            return partitioning.count == self.partitions and \
+                tuple(partitioning.hash_exprs or ()) == tuple(self.exprs)
         if partitioning.count == 1:
             return True
         if self.kind == "single":
@@ -60,8 +64,10 @@ UNSPECIFIED = Distribution()
 SINGLE_PARTITION = Distribution("single")
 
 
-def hash_distribution(exprs) -> Distribution:
-    return Distribution("hash", tuple(exprs))
+def hash_distribution(exprs, partitions: int | None = None) -> Distribution:
+    """Rows with equal ``exprs`` in one partition; with ``partitions``, exactly that many
+    partitions hashed the same way (what both inputs of a partitioned join need)."""
+    return Distribution("hash", tuple(exprs), partitions)
 
 
 Ordering = tuple[SortKey, ...]

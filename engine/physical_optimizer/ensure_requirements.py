@@ -29,7 +29,8 @@ def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> Executio
             if distribution.kind == "single":
                 child = _merge(child)
             else:
-                child = _repartition(child, distribution.exprs, target_partitions)
+                child = _repartition(child, distribution.exprs,
+                                     distribution.partitions or target_partitions)
         if ordering and not ordering_satisfies(child.output_ordering(), ordering):
             child = SortExec(list(ordering), child,
                              preserve_partitioning=child.output_partitioning().count > 1)
