@@ -100,6 +100,9 @@ class SortExec(ExecutionPlan):
 
     def _top_k(self, partition, ctx):
         reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+        dynamic = getattr(self, "dynamic_filter", None)  # set by push_dynamic_filters
+        if dynamic is not None:
+            dynamic[0].start(ctx)
         try:
             batches, held = [], 0
             limit = 2 * self.fetch + ctx.batch_size
@@ -111,6 +114,8 @@ class SortExec(ExecutionPlan):
                     table = self._sorted(batches).slice(0, self.fetch)
                     batches, held = table.to_batches(), table.num_rows
                     reservation.resize(table.nbytes)
+                    if dynamic is not None:
+                        self._publish_threshold(table, *dynamic)
             if not batches:
                 return
             table = self._sorted(batches).slice(0, self.fetch)
@@ -119,6 +124,23 @@ class SortExec(ExecutionPlan):
             ctx.metrics.for_partition(self.operator_id, self.name, partition).set_max(
                 "peak_mem", reservation.peak)
             reservation.free()
+
+    def _publish_threshold(self, top: pa.Table, dynamic_filter, descending: bool) -> None:
+        """Rows beyond the current k-th value of the first key can no longer enter."""
+        if top.num_rows < self.fetch:
+            return
+        from plansight.engine.physical.expressions import evaluate
+
+        value = evaluate(self.keys[0].expr, top.slice(self.fetch - 1, 1))[0]
+        if not value.is_valid:
+            return
+        value = value.as_py()
+        if isinstance(value, float) and value != value:
+            return  # NaN sorts last: it bounds nothing
+        if descending:
+            dynamic_filter.tighten(low=value)
+        else:
+            dynamic_filter.tighten(high=value)
 
     def _external_sort(self, partition, ctx):
         sort = _ExternalSort(self, partition, ctx)

@@ -64,3 +64,50 @@ def test_outer_side_of_a_join_is_never_filtered(sorted_parquet):
     got = s.sql("SELECT count(*), count(name) FROM facts LEFT JOIN dims USING (k)").to_arrow()
     assert got.to_pylist() == [{"count_star()": 200_000, "count(name)": 1}] or \
         list(got.to_pylist()[0].values()) == [200_000, 1]
+
+
+@pytest.fixture(scope="module")
+def limit_parquet(tmp_path_factory):
+    path = tmp_path_factory.mktemp("limit") / "big.parquet"
+    n = 2_000_000
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 50_000, n).astype(object)  # ties
+    x[rng.random(n) < 0.01] = None                  # NULLs
+    table = pa.table({"x": pa.array(list(x), pa.int64()), "y": np.arange(n)})
+    pq.write_table(table, path, row_group_size=100_000)
+    return path, table
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_limit_reads_only_what_it_must(limit_parquet, partitions):
+    path, _ = limit_parquet
+    s = ps.Session(target_partitions=partitions)
+    s.register_parquet("big", path)
+    text = s.sql("SELECT * FROM big LIMIT 10").explain(analyze=True)
+    assert _metric(text, "rows_read") <= 10 * partitions
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_topk_on_a_sorted_column_stops_reading_early(limit_parquet, partitions):
+    path, _ = limit_parquet
+    s = ps.Session(target_partitions=partitions)
+    s.register_parquet("big", path)
+    run = s.sql("SELECT y FROM big ORDER BY y LIMIT 10").execute()
+    assert run.result.column(0).to_pylist() == list(range(10))
+    text = run.explain_analyze()
+    assert "SortExec: TopK(fetch=10)" in text
+    assert _metric(text, "units_pruned_dynamic") >= 20 - 2 * partitions
+    assert _metric(text, "rows_read") <= 200_000 * partitions
+
+
+@pytest.mark.parametrize("order", ["x", "x DESC", "x NULLS FIRST", "x DESC NULLS LAST, y DESC"])
+def test_topk_with_ties_and_nulls_matches_duckdb(limit_parquet, order):
+    path, _ = limit_parquet
+    s = ps.Session(target_partitions=2)
+    s.register_parquet("big", path)
+    sql = f"SELECT x, y FROM big ORDER BY {order}, y LIMIT 25"
+    run = s.sql(sql).execute()
+    expected = duckdb.sql(sql.replace("FROM big", f"FROM read_parquet('{path}')")).fetchall()
+    assert [tuple(r.values()) for r in run.result.to_pylist()] == expected
+    if "NULLS FIRST" not in order:  # a NULLS FIRST top-k takes NULLs: no bound applies
+        assert _metric(run.explain_analyze(), "rows_read") < 2_000_000
