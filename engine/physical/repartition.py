@@ -8,18 +8,24 @@ same partition on every child and every run), ``np.argsort`` of the target parti
 one ``take`` per input batch, and each output gets a zero-copy slice. A batch whose rows all
 go to one partition is passed on untouched. Round robin deals whole batches, each input
 starting at a different output so small inputs still spread.
+
+Each output queue holds its batches under a spillable reservation ``RepartitionExec[p]``.
+When the pool refuses one, the batch is appended to the partition's spill file and the queue
+keeps a marker in its place; the reader replaces markers by the file's batches in order, so
+every output partition stays FIFO. The queue bound (in batches, markers included) still gives
+backpressure.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
+from collections import deque
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from plansight.engine.exec.events import RepartitionOutput
+from plansight.engine.exec.spill import SpillWriter, spill_manager
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
@@ -129,19 +135,11 @@ class RepartitionExec(ExecutionPlan):
             if self._state is not None and self._state["ctx"] is ctx:
                 return self._state
             n_in = self.input.output_partitioning().count
-            queues = [queue.Queue(maxsize=8) for _ in range(self.partitions)]
+            queues = [_OutputQueue(self, p, ctx) for p in range(self.partitions)]
             stop = threading.Event()
             rows = np.zeros(self.partitions, dtype=np.int64)
             state = {"ctx": ctx, "queues": queues, "stop": stop, "rows": rows,
                      "remaining": n_in, "readers": self.partitions}
-
-            def put(p, item):
-                while not stop.is_set():
-                    try:
-                        queues[p].put(item, timeout=0.05)
-                        return
-                    except queue.Full:
-                        continue
 
             def produce(partition):
                 stream = None
@@ -152,10 +150,10 @@ class RepartitionExec(ExecutionPlan):
                             break
                         for p, piece in self.route(batch, partition + i):
                             rows[p] += piece.num_rows
-                            put(p, piece)
-                except BaseException as error:
-                    for p in range(self.partitions):
-                        put(p, _Failure(error))
+                            queues[p].put(piece, stop)
+                except BaseException as error:  # noqa: BLE001 (re-raised by every reader)
+                    for q in queues:
+                        q.put(_Failure(error), stop)
                 finally:
                     if stream is not None:
                         stream.close()
@@ -166,8 +164,8 @@ class RepartitionExec(ExecutionPlan):
                         if ctx.events.active:
                             ctx.events.publish(RepartitionOutput(self.operator_id,
                                                                  tuple(int(r) for r in rows)))
-                        for p in range(self.partitions):
-                            put(p, None)
+                        for q in queues:
+                            q.put(None, stop)
 
             threads = [threading.Thread(target=produce, args=(i,), daemon=True,
                                         name=f"plansight-repartition-{i}") for i in range(n_in)]
@@ -183,9 +181,8 @@ class RepartitionExec(ExecutionPlan):
         q = state["queues"][partition]
         try:
             while True:
-                try:
-                    item = q.get(timeout=0.1)
-                except queue.Empty:
+                item = q.get(timeout=0.1)
+                if item is _EMPTY:
                     ctx.check_cancelled()
                     continue
                 if item is None:
@@ -195,6 +192,7 @@ class RepartitionExec(ExecutionPlan):
                 metrics.add("partition_rows", item.num_rows)
                 yield item
         finally:
+            q.close()
             with self._lock:
                 state["readers"] -= 1
                 done = state["readers"] == 0
@@ -202,7 +200,85 @@ class RepartitionExec(ExecutionPlan):
                 state["stop"].set()
                 for thread in state["threads"]:
                     thread.join()
+                for other in state["queues"]:
+                    other.close()
                 self._state = None
+
+
+_EMPTY = object()  # get() timed out
+_SPILLED = object()  # marker: the next batch of this queue's spill files
+
+
+class _OutputQueue:
+    """One output partition's bounded FIFO; batches the pool refuses go to a spill file."""
+
+    def __init__(self, plan: RepartitionExec, partition: int, ctx, capacity: int = 8):
+        self.plan, self.ctx, self.capacity = plan, ctx, capacity
+        self.metrics = ctx.metrics.for_partition(plan.operator_id, plan.name, partition)
+        self.reservation = ctx.memory_pool.register(f"{plan.name}[{partition}]", can_spill=True)
+        self.items: deque = deque()  # RecordBatch | _SPILLED | None (end) | _Failure
+        self.condition = threading.Condition()
+        self.writer: SpillWriter | None = None  # where spilled batches are appended
+        self.reader = None  # the finished spill file being read back
+        self.reader_left = 0  # its batches not yet read
+        self.closed = False
+
+    def put(self, item, stop: threading.Event) -> None:
+        """Enqueue (blocks while full); dropped once the reader has closed."""
+        with self.condition:
+            while len(self.items) >= self.capacity and not stop.is_set() and not self.closed:
+                self.condition.wait(0.05)
+            if stop.is_set() or self.closed:
+                return
+            if isinstance(item, pa.RecordBatch) and not self.reservation.try_grow(item.nbytes):
+                if self.writer is None:
+                    self.writer = spill_manager(self.ctx).writer(self.plan.schema, self.metrics)
+                self.writer.write(item)
+                item = _SPILLED
+            self.items.append(item)
+            self.condition.notify_all()
+
+    def get(self, timeout: float):
+        """The next item, or ``_EMPTY`` after ``timeout`` seconds without one."""
+        with self.condition:
+            if not self.items:
+                self.condition.wait(timeout)
+                if not self.items:
+                    return _EMPTY
+            item = self.items.popleft()
+            self.condition.notify_all()
+            if isinstance(item, pa.RecordBatch):
+                self.reservation.shrink(item.nbytes)
+                return item
+            if item is not _SPILLED:
+                return item
+            if self.reader_left == 0:
+                # the batch is in the file still being written: finish it, start reading it
+                file = self.writer.finish()
+                self.writer = None
+                self.reader = spill_manager(self.ctx).read(file, self.metrics)
+                self.reader_left = file.batches
+        # read outside the lock (producers keep enqueueing); only this reader touches it
+        batch = next(self.reader)
+        self.reader_left -= 1
+        if self.reader_left == 0:
+            self.reader.close()  # deletes the file
+            self.reader = None
+        return batch
+
+    def close(self) -> None:
+        """Drop what is queued, release the reservation, delete spill files (idempotent)."""
+        with self.condition:
+            self.closed = True
+            self.items.clear()
+            if self.writer is not None:
+                self.writer.abort()
+                self.writer = None
+            self.condition.notify_all()
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+        self.reservation.free()
 
 
 class _Failure:
