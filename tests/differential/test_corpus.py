@@ -22,6 +22,7 @@ SMALL_CONFIGS = [
 BIG_CONFIGS = [
     pytest.param({"batch_size": 8192, "target_partitions": 1}, id="b8192"),
     pytest.param({"batch_size": 700, "target_partitions": 3}, id="b700p3"),
+    pytest.param({"batch_size": 1024, "target_partitions": 8}, id="b1024p8"),
 ]
 
 # Valid SQL that plansight rejects with NotSupportedError (a known gap, named by the error).
