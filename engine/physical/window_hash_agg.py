@@ -39,7 +39,6 @@ from plansight.engine.functions.window.permutation import (
     partition_codes,
     radix_argsort,
     reverse_within_runs,
-    run_starts,
     sort_ranks,
 )
 from plansight.engine.logical.expr import Column, Expr, Literal, SortKey, WindowCall
@@ -226,18 +225,25 @@ class HashWindowAggExec(ExecutionPlan):
         sort = self.sorts[plan.sort]
         perm = state.permutation(sort, plan.backwards)
         args = [pa.scalar(a.value, a.type) if isinstance(a, Literal) else
-                perm.take(state.column(a)) for a in window.args]
+                state.permuted(a, perm) for a in window.args]
         # a whole-partition frame ignores the order: the permutation may not follow it
         order_by = [] if plan.whole else list(window.order_by)
-        order_keys = [perm.take(state.column(k.expr)) for k in order_by]
+        frame = None if plan.whole else window.frame
+        if frame is not None and frame.unit == "range" and frame.has_offset:
+            # RANGE offsets search the values themselves
+            order_keys = [state.permuted(k.expr, perm) for k in order_by]
+            descending = [k.descending for k in order_by]
+            nulls_first = [k.nulls_first for k in order_by]
+        else:
+            # only equality matters (peer groups): the integer ranks say the same, cheaper
+            order_keys = [pa.array(state.ranks(k)[perm.perm]) for k in order_by]
+            descending = nulls_first = [False] * len(order_by)
         mask = None
         if window.filter is not None:
             mask = perm.take(evaluate_predicate(window.filter, state.table))
         values = evaluate_window(
             window.func, args, partition_starts=perm.starts, order_keys=order_keys,
-            descending=[k.descending for k in order_by],
-            nulls_first=[k.nulls_first for k in order_by],
-            frame=None if plan.whole else window.frame,
+            descending=descending, nulls_first=nulls_first, frame=frame,
             distinct=window.distinct, ignore_nulls=window.ignore_nulls, filter_mask=mask)
         return perm.scatter(values)
 
@@ -280,6 +286,9 @@ class _Permutation:
 
     def scatter(self, values: pa.Array) -> pa.Array:
         """``values`` (in permuted order) back in input order."""
+        scattered = _scatter_primitive(values, self.perm)
+        if scattered is not None:
+            return scattered
         if self._inverse is None:
             inverse = np.empty(len(self.perm), dtype=np.int64)
             inverse[self.perm] = np.arange(len(self.perm), dtype=np.int64)
@@ -287,12 +296,31 @@ class _Permutation:
         return values.take(self._inverse)
 
 
+def _scatter_primitive(values: pa.Array, perm: np.ndarray) -> pa.Array | None:
+    """``result[perm] = values`` in numpy for fixed-width numbers; None for other types."""
+    typ = values.type
+    if not (pa.types.is_integer(typ) or pa.types.is_floating(typ)) or \
+            pa.types.is_float16(typ) or len(values) != len(perm):
+        return None
+    data = np.frombuffer(values.buffers()[1], dtype=typ.to_pandas_dtype(),
+                         count=len(values), offset=values.offset * typ.bit_width // 8)
+    result = np.empty_like(data)
+    result[perm] = data
+    if values.null_count == 0:
+        return pa.array(result, type=typ)
+    valid = np.empty(len(perm), dtype=bool)
+    valid[perm] = values.is_valid().to_numpy(zero_copy_only=False)
+    return pa.array(result, type=typ, mask=~valid)
+
+
 class _State:
-    """Per-execution caches: evaluated columns, partition codes, permutations."""
+    """Per-execution caches: evaluated columns, partition codes, ranks, permutations."""
 
     def __init__(self, table: pa.Table):
         self.table = table
         self._columns: dict[Expr, pa.Array] = {}
+        self._taken: dict[tuple[Expr, int], pa.Array] = {}
+        self._ranks: dict[SortKey, np.ndarray] = {}
         self._codes: dict[frozenset, tuple[np.ndarray, int]] = {}
         self._perms: dict[tuple[_Sort, bool], _Permutation] = {}
 
@@ -300,6 +328,18 @@ class _State:
         if expr not in self._columns:
             self._columns[expr] = evaluate(expr, self.table)
         return self._columns[expr]
+
+    def permuted(self, expr: Expr, perm: _Permutation) -> pa.Array:
+        key = (expr, id(perm))
+        if key not in self._taken:
+            self._taken[key] = perm.take(self.column(expr))
+        return self._taken[key]
+
+    def ranks(self, key: SortKey) -> np.ndarray:
+        if key not in self._ranks:
+            self._ranks[key] = sort_ranks(self.raw(key.expr), key.descending,
+                                          key.nulls_first)[0]
+        return self._ranks[key]
 
     def raw(self, expr: Expr) -> pa.Array | pa.ChunkedArray:
         """The column as stored (chunked: no copy), or the evaluated expression."""
@@ -327,10 +367,14 @@ class _State:
         else:
             codes, count = self.codes(sort.partition_by)
             keys = [(codes, max(1, (count - 1).bit_length()))] if count > 1 else []
-            keys += [sort_ranks(self.raw(k.expr), k.descending, k.nulls_first)
-                     for k in sort.order_by]
+            for k in sort.order_by:
+                ranks = self.ranks(k)
+                keys.append((ranks, max(1, int(ranks.max()).bit_length()) if len(ranks) else 1))
             perm = radix_argsort(keys) if keys else np.arange(len(codes), dtype=np.int64)
-            result = _Permutation(perm, run_starts(codes[perm]))
+            # the permutation lists code 0's rows first, then code 1's, ...
+            sizes = np.bincount(codes, minlength=count)
+            starts = np.concatenate(([0], np.cumsum(sizes[sizes > 0]))).astype(np.int64)
+            result = _Permutation(perm, starts)
         self._perms[(sort, backwards)] = result
         return result
 

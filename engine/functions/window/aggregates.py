@@ -9,6 +9,7 @@ DISTINCT), so a moving frame is never quadratic:
     stddev*, var*            compensated prefix sums of (x - c) and (x - c)**2, c = partition
                              mean, combined in double-double (``prefix_sums``)
     min, max                 whole partitions: one reduceat per partition, broadcast;
+                             fixed-width ROWS frames: van Herk / Gil-Werman (``sliding``);
                              otherwise a blocked sparse table (``sparse_table``)
     string_agg               whole partitions: one list per partition; otherwise the frames
                              are materialized (``materialize``)
@@ -30,7 +31,7 @@ import pyarrow.compute as pc
 from plansight.errors import NotSupportedError, PlanError
 
 from .distinct import distinct_elements, distinct_sums, value_codes
-from .frames import FrameBounds
+from .frames import FrameBounds, rows_offset
 from .peers import validity
 from .prefix_sums import (
     CompensatedPrefix,
@@ -40,6 +41,7 @@ from .prefix_sums import (
     sum_over,
     two_prod,
 )
+from .sliding import sliding_applies, sliding_extremum
 from .sparse_table import RangeExtremum
 from .summation import (
     Summable,
@@ -90,16 +92,34 @@ def evaluate_aggregate(func: str, args: list[pa.Array], bounds: FrameBounds, *,
                           result_type, what)
     return _aggregate(func, values, args[1:], contributing, bounds.segments,
                       layout if whole else None, runs, result_type,
-                      f"{func}() over {bounds.spec.sql()}")
+                      f"{func}() over {bounds.spec.sql()}", _fixed_width(bounds))
+
+
+def _fixed_width(bounds: FrameBounds) -> tuple[int, int, np.ndarray] | None:
+    """(rows before, rows after, partition index) when every frame is ``[i - before,
+    i + after]`` clipped to its partition, and padding the partitions stays cheap."""
+    spec = bounds.spec
+    if spec.unit != "rows" or spec.exclude != "no_others" or \
+            spec.start.kind not in ("preceding", "current_row") or \
+            spec.end.kind not in ("current_row", "following"):
+        return None
+    limit = bounds.layout.num_rows + 1
+    before = min(rows_offset(spec.start.offset), limit) if spec.start.kind == "preceding" else 0
+    after = min(rows_offset(spec.end.offset), limit) if spec.end.kind == "following" else 0
+    layout = bounds.layout
+    if not sliding_applies(layout.num_rows, len(layout.partition_starts) - 1, before, after):
+        return None
+    return before, after, layout.partition_index
 
 
 def _aggregate(func: str, values: pa.Array, extra: list[pa.Array], contributing: np.ndarray,
                segments: Segments, whole, runs: np.ndarray, result_type: pa.DataType,
-               what: str) -> pa.Array:
+               what: str, fixed_width: tuple[int, int, np.ndarray] | None = None) -> pa.Array:
     """``func`` over frames given as segments of ``values`` rows.
 
     ``whole`` is the PartitionLayout when every frame is its whole partition (else None);
-    ``runs`` are starts of row runs that never share a frame with another run (partitions).
+    ``runs`` are starts of row runs that never share a frame with another run (partitions);
+    ``fixed_width`` (before, after, partition index) marks frames ``[i - before, i + after]``.
     """
     count = sum_over(prefix(contributing), segments)
     if func == "count":
@@ -112,7 +132,7 @@ def _aggregate(func: str, values: pa.Array, extra: list[pa.Array], contributing:
             return sum_result(column, sums, count, result_type)
         return avg_result(column, sums, count)
     if func in ("min", "max"):
-        return _extremum(func, values, contributing, segments, whole, count)
+        return _extremum(func, values, contributing, segments, whole, count, fixed_width)
     if func in ("bool_and", "bool_or"):
         truth = contributing & values.fill_null(False).to_numpy(zero_copy_only=False)
         true_count = sum_over(prefix(truth), segments)
@@ -150,10 +170,14 @@ def _distinct_sum_family(func: str, values: pa.Array, contributing: np.ndarray,
 
 
 def _extremum(func: str, values: pa.Array, contributing: np.ndarray, segments: Segments,
-              whole, count: np.ndarray) -> pa.Array:
+              whole, count: np.ndarray,
+              fixed_width: tuple[int, int, np.ndarray] | None = None) -> pa.Array:
     numbers, op, identity, restore = _orderable(values, func == "min", contributing)
     filled = np.where(contributing, numbers, identity)
-    if whole is not None:
+    if fixed_width is not None and whole is None:
+        before, after, partition_index = fixed_width
+        per_row = sliding_extremum(filled, op, identity, partition_index, before, after)
+    elif whole is not None:
         sizes = np.diff(whole.partition_starts)
         starts = whole.partition_starts[:-1][sizes > 0]
         per_row = np.repeat(op.reduceat(filled, starts), sizes[sizes > 0])

@@ -145,6 +145,9 @@ def adjacent_differs(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
         values = values.dictionary_decode()
     if pa.types.is_null(values.type):
         return np.zeros(n - 1, dtype=bool)
+    if values.null_count == 0 and pa.types.is_integer(values.type):
+        numbers = values.to_numpy()
+        return numbers[1:] != numbers[:-1]
     after, before = values.slice(1), values.slice(0, n - 1)
     try:
         differs = pc.not_equal(after, before)
