@@ -130,8 +130,10 @@ def test_tour_runs_in_jupyterlab(lab, screenshots):
 
             _run_all_cells(page)
             # mid-run: the live widget of the tour's longer query, caught while it updates
+            # the widget is created showing "pending"; "running" can only come from an update
+            # sent while the query ran
             updates = _watch_live_monitor(page, screenshots / "02_mid_run.png")
-            assert len(updates) >= 2, f"the live monitor did not update while running: {updates}"
+            assert updates, "the live monitor never showed a running query"
 
             _wait_all_executed(page)
             _wait_idle(page)
@@ -185,9 +187,10 @@ def _accept_kernel_dialog(page, timeout: float = 10) -> None:
 def _watch_live_monitor(page, screenshot: Path, timeout: float = 180) -> list[str]:
     """Poll for a live (widget) monitor that says "running"; screenshot it the first time.
 
-    Returns the distinct headlines seen while running: more than one means the widget was
-    updated in the browser during the query, not only at its end.
+    Returns the distinct headlines seen while running (each one a live update: the widget
+    starts as "pending", and the final update says "finished").
     """
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     live = page.locator(LIVE_MONITOR).filter(has_text="running")
@@ -197,10 +200,13 @@ def _watch_live_monitor(page, screenshot: Path, timeout: float = 180) -> list[st
         if live.count():
             try:
                 headline = live.first.locator("div").first.inner_text(timeout=1000)
-            except PlaywrightTimeout:  # replaced by the final snapshot meanwhile
+            except (PlaywrightTimeout, PlaywrightError):  # replaced by the final snapshot
                 continue
             if not headlines:
-                live.first.scroll_into_view_if_needed()
+                try:
+                    live.first.scroll_into_view_if_needed(timeout=1000)
+                except PlaywrightError:  # just replaced by the final snapshot: shoot anyway
+                    pass
                 page.screenshot(path=str(screenshot))
             if "running" in headline and headline not in headlines:
                 headlines.append(headline)
