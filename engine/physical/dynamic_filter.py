@@ -80,6 +80,12 @@ class DynamicFilter:
         low, high = self.low, self.high
         keep = None
         try:
+            if column.null_count == 0 and not pa.types.is_floating(column.type):
+                present = pc.min_max(column)
+                lo, hi = present["min"].as_py(), present["max"].as_py()
+                if lo is not None and (low is None or lo >= low) and \
+                        (high is None or hi <= high):
+                    return None  # the whole batch is inside: nothing to drop
             if low is not None:
                 keep = pc.greater_equal(column, pa.scalar(low, column.type))
             if high is not None:

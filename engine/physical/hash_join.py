@@ -61,10 +61,18 @@ class ColumnLookup:
         key = _canonical(key)
         values = _integer_values(key) if not (null_equal and key.null_count) else None
         self.needs_large_probes = values is None
+        self.dense_table: np.ndarray | None = None
         if values is not None:
             valid = np.asarray(key.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
             self.sorted = np.unique(values[valid])
             self.cardinality = len(self.sorted)
+            if self.cardinality:
+                low, span = int(self.sorted[0]), int(self.sorted[-1]) - int(self.sorted[0]) + 1
+                if span <= max(4 * self.cardinality, 1 << 16) and span <= 1 << 24:
+                    # compact key range: a direct table maps value - low to its code in O(1)
+                    self.low = low
+                    self.dense_table = np.full(span, -1, dtype=np.int64)
+                    self.dense_table[self.sorted - low] = np.arange(self.cardinality)
         else:
             self.uniques = pc.unique(key.drop_null()) if key.null_count and not null_equal \
                 else pc.unique(key)
@@ -77,6 +85,14 @@ class ColumnLookup:
             values = _integer_values(key)
             if self.cardinality == 0:
                 return np.zeros(len(key), np.int64), np.zeros(len(key), dtype=bool)
+            if self.dense_table is not None:
+                offset = values - self.low
+                inside = (offset >= 0) & (offset < len(self.dense_table))
+                codes = self.dense_table[np.where(inside, offset, 0)]
+                found = inside & (codes >= 0)
+                if key.null_count:
+                    found &= np.asarray(key.is_valid().to_numpy(zero_copy_only=False), bool)
+                return np.maximum(codes, 0), found
             position = np.minimum(np.searchsorted(self.sorted, values), self.cardinality - 1)
             found = self.sorted[position] == values
             if key.null_count:

@@ -51,12 +51,19 @@ class JoinAssembler:
     def __init__(self, build: pa.Table, join_type: str, schema: pa.Schema,
                  filter: Expr | None = None):
         self.build, self.join_type, self.schema, self.filter = build, join_type, schema, filter
+        # plain arrays, combined once: a take from them needs no per-batch chunk merging
+        self.build_columns = _combine(build.columns)
         self.visited = np.zeros(build.num_rows, dtype=bool)
         self._track_build = join_type in ("left", "full", "left_semi", "left_anti")
 
     def pairs_batch(self, probe: pa.RecordBatch, probe_idx, build_idx) -> list[pa.Array]:
         """Build columns then probe columns of the candidate pairs (filter evaluation input)."""
-        return _combine(_take(self.build, build_idx)) + _take(probe, probe_idx)
+        indices = pa.array(build_idx, pa.int64())
+        build = [column.take(indices) for column in self.build_columns]
+        if len(probe_idx) == probe.num_rows and \
+                np.array_equal(probe_idx, np.arange(probe.num_rows)):
+            return build + list(probe.columns)  # every probe row matched once: no gather
+        return build + _take(probe, probe_idx)
 
     def probe(self, probe: pa.RecordBatch, probe_idx: np.ndarray, build_idx: np.ndarray,
               probe_excluded: np.ndarray | None = None):
