@@ -69,7 +69,7 @@ class AggregateExec(ExecutionPlan):
     PARTIAL_CHUNK_ROWS = 1 << 20
 
     def _execute(self, partition, ctx):
-        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+        reservation = ctx.memory_pool.register(f"{self.name}({self.mode})[{partition}]")
         keys = [k.field_name for k in self.keys]
         try:
             batches, rows = [], 0
