@@ -1,8 +1,11 @@
 """Planning a logical Window node: which window executor, and which ordering it requires.
 
-    input already sorted by (partition keys, ORDER BY) -- or its reverse --, and
-    partitioned by the partition keys            -> WindowAggExec (partition-at-a-time,
-                                                    streaming; no sort is added)
+    input already sorted by (partition keys, ORDER BY) and partitioned by the keys:
+      every frame ends a bounded distance ahead  -> BoundedWindowAggExec (emits rows as
+                                                    soon as their frames are complete)
+      otherwise, or the ORDER BY is reversed, or
+      the keys come permuted                     -> WindowAggExec (partition-at-a-time;
+                                                    a reversed window reads backwards)
     otherwise                                    -> HashWindowAggExec (integer codes and
                                                     one permutation; rows stay in place)
 
@@ -14,7 +17,8 @@ partition. Window nodes stacked on the same partition keys share one HashWindowA
 with it the partition codes and, for compatible orderings, the permutation.
 
 The executor declares its requirements; EnsureRequirements adds only what is missing.
-``EXECUTOR`` forces one executor ("sorted" | "hash") for tests.
+``EXECUTOR`` forces an executor for tests: "hash", "sorted" (sorts below the streaming
+executors) or "partition" (sorts below WindowAggExec only).
 """
 
 from __future__ import annotations
@@ -22,15 +26,17 @@ from __future__ import annotations
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import Column, WindowCall
+from plansight.engine.physical.bounded_window_agg import BoundedWindowAggExec, bounded_supported
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     ExecutionPlan,
     hash_distribution,
+    ordering_satisfies,
 )
 from plansight.engine.physical.window_agg import WindowAggExec, window_direction
 from plansight.engine.physical.window_hash_agg import HashWindowAggExec
 
-EXECUTOR = "auto"  # "auto" | "sorted" | "hash"
+EXECUTOR = "auto"  # "auto" | "hash" | "sorted" (bounded where it can) | "partition"
 
 
 def plan_window(node: lp.Window, child: ExecutionPlan, config: SessionConfig) -> ExecutionPlan:
@@ -51,7 +57,9 @@ def _plan_group(windows: list[WindowCall], outputs: list[Column],
         sorted_plan = _sorted_executor(windows, outputs, child)
         if sorted_plan is not None:
             return sorted_plan
-    if EXECUTOR == "sorted":
+    if EXECUTOR == "sorted" and all(bounded_supported(w) for w in windows):
+        return BoundedWindowAggExec(windows, outputs, child)
+    if EXECUTOR in ("sorted", "partition"):
         return WindowAggExec(windows, outputs, child)
     if isinstance(child, HashWindowAggExec) and _can_merge(child, windows):
         return HashWindowAggExec(child.windows + windows, child.outputs + outputs, child.input)
@@ -71,8 +79,13 @@ def _sorted_executor(windows: list[WindowCall], outputs: list[Column],
     if len(have) < width or {k.expr for k in have[:width]} != set(partition_by):
         return None
     order_keys = have[width:]
-    if not all(window_direction(w, order_keys) for w in windows):
+    directions = [window_direction(w, order_keys) for w in windows]
+    if not all(directions):
         return None
+    bounded = BoundedWindowAggExec.required_ordering(windows[0])
+    if EXECUTOR != "partition" and all(bounded_supported(w) for w in windows) and \
+            ordering_satisfies(have, bounded):
+        return BoundedWindowAggExec(windows, outputs, child)
     return WindowAggExec(windows, outputs, child, order_keys=order_keys,
                          partition_ordering=have[:width])
 

@@ -29,14 +29,20 @@ from differential.harness import check
 from windows.test_window_sql import QUERIES, TABLES
 
 
-@pytest.fixture
-def sorted_executor(monkeypatch):
-    monkeypatch.setattr(window_planning, "EXECUTOR", "sorted")
-
-
-@pytest.mark.parametrize("sql", QUERIES[::3])
-def test_sorted_executor_matches_duckdb(sql, sorted_executor):
+@pytest.mark.parametrize("sql", QUERIES[::2])
+@pytest.mark.parametrize("executor", ["sorted", "partition"])
+def test_sorted_executors_match_duckdb(sql, executor, monkeypatch):
+    # "sorted": BoundedWindowAggExec wherever it applies, else WindowAggExec
+    monkeypatch.setattr(window_planning, "EXECUTOR", executor)
     check(sql, {"t": TABLES["mixed"]}, batch_size=7)
+
+
+@pytest.mark.parametrize("sql", QUERIES[1::4])
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_bounded_executor_at_tiny_batches(sql, batch_size, monkeypatch):
+    monkeypatch.setattr(window_planning, "EXECUTOR", "sorted")
+    check(sql, {"t": TABLES["one_partition"]}, batch_size=batch_size)
+    check(sql, {"t": TABLES["mixed"]}, batch_size=batch_size)
 
 
 @pytest.mark.parametrize("sql", QUERIES[1::5])
@@ -82,11 +88,16 @@ def test_windows_on_the_same_partition_share_one_operator_and_permutation():
         check(sql, {"t": TABLES[shape]}, batch_size=7)
 
 
-def test_sorted_input_streams_through_the_sorted_executor_without_a_second_sort():
-    sql = ("SELECT p, o, id, sum(v) OVER (PARTITION BY p ORDER BY o, id) AS w "
+@pytest.mark.parametrize("frame, executor", [
+    ("", "BoundedWindowAggExec: mode=bounded-streaming"),
+    ("ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING", "BoundedWindowAggExec: mode=bounded-streaming"),
+    ("ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING", "WindowAggExec: mode=partition-at-a-time"),
+])
+def test_sorted_input_streams_through_a_sorted_executor_without_a_second_sort(frame, executor):
+    sql = (f"SELECT p, o, id, sum(v) OVER (PARTITION BY p ORDER BY o, id {frame}) AS w "
            "FROM (SELECT * FROM t ORDER BY p, o, id) AS sorted")
     plan = _plan(sql)
-    assert "WindowAggExec: mode=partition-at-a-time" in plan
+    assert executor in plan
     assert plan.count("SortExec") == 1
     check(sql, {"t": TABLES["mixed"]}, batch_size=3)
 

@@ -1,0 +1,415 @@
+"""BoundedWindowAggExec: streaming windows whose frames end a bounded distance ahead.
+
+Over input sorted by (partition keys, order keys), a row's window value is final as soon as
+its frame end has arrived — for ``ROWS BETWEEN 100 PRECEDING AND CURRENT ROW`` at once, for
+``... AND 3 FOLLOWING`` three rows later, for the ORDER BY default frame (RANGE ... CURRENT
+ROW) when its peer group is complete — even inside one huge partition. And a row no future
+frame can reach can be dropped. Per input batch, vectorized (one evaluate_window call per
+window on the whole buffer, never a loop per row)::
+
+    buffer = [ kept context | new batch ]
+                 │   e            r           L
+    rows         ├───┼────────────┼───────────┤
+                 │ emitted │ ready: emit now  │ frame end not arrived yet
+                 └─ keep from min(need(r)): rows [.., keep) are dropped
+
+    need(r)  ROWS n PRECEDING: r - n      lag(k): r - k      rank/dense_rank and RANGE
+             CURRENT ROW starts: start of r's peer group     anything else: r
+    ready    ROWS .. n FOLLOWING: i + n < L     lead(k): i + k < L
+             RANGE .. CURRENT ROW: i's peer group is not the buffer's last one
+
+The buffer's first partition may be cut: rows of it were dropped. Carried state makes that
+invisible: row_number / rank add the dropped row count, dense_rank the dropped peer groups,
+and aggregates over frames starting at UNBOUNDED PRECEDING (running count / sum / avg /
+min / max) combine the buffer's running value with the aggregate of the dropped rows. The
+last row is always kept, so the next batch can tell whether it continues the partition and
+its peer group.
+
+Supported (``bounded_supported``): row_number, rank, dense_rank; lag / lead with constant
+offsets; count(*), count, sum, avg, min, max (FILTER allowed, no DISTINCT) and first_value /
+last_value over ROWS frames with a bounded end (first_value: bounded start), RANGE frames
+from UNBOUNDED PRECEDING or CURRENT ROW to CURRENT ROW. Everything else uses the
+partition-at-a-time WindowAggExec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plansight.engine.functions.window import (
+    DEFAULT_FRAME_WITH_ORDER,
+    FrameSpec,
+    evaluate_window,
+    partition_layout,
+    peer_groups,
+)
+from plansight.engine.functions.window.frames import rows_offset
+from plansight.engine.logical.expr import Column, Literal, SortKey, WindowCall
+from plansight.engine.physical.expressions import evaluate, evaluate_predicate
+from plansight.engine.physical.plan import SINGLE_PARTITION, ExecutionPlan, hash_distribution
+from plansight.engine.physical.window_agg import describe_window, partition_starts
+from plansight.errors import PlanError
+
+_RUNNING = ("count_star", "count", "sum", "avg", "min", "max")
+_RANKING = ("row_number", "rank", "dense_rank")
+
+
+def _frame(window: WindowCall) -> FrameSpec:
+    return window.frame if window.frame is not None else DEFAULT_FRAME_WITH_ORDER
+
+
+def _constant_offset(window: WindowCall) -> int | None:
+    """lag/lead offset as a non-negative int, or None when it is not a constant."""
+    if len(window.args) < 2:
+        return 1
+    arg = window.args[1]
+    if not isinstance(arg, Literal) or not isinstance(arg.value, int) or arg.value < 0:
+        return None
+    return int(arg.value)
+
+
+def bounded_supported(window: WindowCall) -> bool:
+    """Whether BoundedWindowAggExec can stream ``window`` (see the module docstring)."""
+    func = window.func
+    if window.distinct or window.ignore_nulls or not window.order_by:
+        return False
+    if func in _RANKING:
+        return True
+    if func in ("lag", "lead"):
+        return _constant_offset(window) is not None and \
+            all(isinstance(a, Literal) for a in window.args[2:])
+    if func not in _RUNNING + ("first_value", "last_value"):
+        return False
+    frame = _frame(window)
+    if frame.exclude != "no_others":
+        return False
+    start, end = frame.start.kind, frame.end.kind
+    if end == "unbounded_following":
+        return False
+    if start == "unbounded_preceding" and not _carries(window):
+        return False
+    if frame.unit == "rows":
+        return True
+    if frame.unit == "range":
+        return end == "current_row" and start in ("unbounded_preceding", "current_row")
+    return False
+
+
+def _carries(window: WindowCall) -> bool:
+    """Whether the aggregate of dropped rows can be carried as a few numbers."""
+    if window.func in ("count_star", "count"):
+        return True
+    if window.func not in _RUNNING:
+        return False
+    typ = window.args[0].type
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    numeric = pa.types.is_integer(typ) or pa.types.is_floating(typ)
+    if window.func in ("sum", "avg"):
+        return (numeric or pa.types.is_boolean(typ)) and not (
+            pa.types.is_uint64(typ) or pa.types.is_float16(typ))
+    return (numeric or pa.types.is_date(typ) or pa.types.is_timestamp(typ)) and \
+        not pa.types.is_float16(typ)
+
+
+@dataclass
+class _Carry:
+    """Aggregate of the dropped rows of the open partition, for an UNBOUNDED PRECEDING frame."""
+
+    count: int = 0
+    total: float | int = 0
+    extreme: object = None  # min/max so far (python number), None if nothing contributed
+
+
+@dataclass
+class _OpenPartition:
+    """What the buffer's first partition lost to dropping (zero when nothing was dropped)."""
+
+    rows: int = 0  # dropped rows of the partition
+    dense: int = 0  # dense rank of the buffer's first row, minus one
+    carries: dict[int, _Carry] = field(default_factory=dict)
+
+
+class BoundedWindowAggExec(ExecutionPlan):
+    """Streaming windows over sorted input; emits rows as soon as their frames are complete."""
+
+    name = "BoundedWindowAggExec"
+
+    def __init__(self, windows: list[WindowCall], outputs: list[Column], input: ExecutionPlan):
+        fields = list(input.schema) + [pa.field(o.field_name, o.type) for o in outputs]
+        super().__init__(pa.schema(fields))
+        self.windows, self.outputs, self.input = list(windows), list(outputs), input
+        self.partition_by = list(windows[0].partition_by)
+        self.order_by = list(windows[0].order_by)
+        for window in self.windows:
+            if not bounded_supported(window):
+                raise PlanError(f"BoundedWindowAggExec cannot stream {window}")
+            if tuple(window.partition_by) != tuple(self.partition_by) or \
+                    tuple(window.order_by) != tuple(self.order_by):
+                raise PlanError("BoundedWindowAggExec: all windows need the same PARTITION BY "
+                                "and ORDER BY")
+
+    def children(self):
+        return [self.input]
+
+    def with_new_children(self, children):
+        return BoundedWindowAggExec(self.windows, self.outputs, children[0])
+
+    def required_input_distribution(self):
+        if not self.partition_by:
+            return [SINGLE_PARTITION]
+        return [hash_distribution(self.partition_by)]
+
+    @staticmethod
+    def required_ordering(window: WindowCall) -> tuple[SortKey, ...]:
+        return tuple([SortKey(e) for e in window.partition_by] + list(window.order_by))
+
+    def required_input_ordering(self):
+        return [self.required_ordering(self.windows[0])]
+
+    def maintains_input_order(self):
+        return [True]
+
+    def display(self) -> str:
+        windows = ", ".join(describe_window(w) for w in self.windows)
+        return f"BoundedWindowAggExec: mode=bounded-streaming, wdw=[{windows}]"
+
+    # -- execution ------------------------------------------------------------
+    def _execute(self, partition, ctx):
+        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        buffer: pa.Table | None = None
+        emitted = 0  # rows at the buffer's front already emitted
+        state = _OpenPartition()
+        stream = self.input.execute(partition, ctx)
+        try:
+            finished = False
+            while not finished:
+                batch = next(stream, None)
+                finished = batch is None
+                if batch is not None:
+                    if batch.num_rows == 0:
+                        continue
+                    new = pa.Table.from_batches([batch])
+                    buffer = new if buffer is None else pa.concat_tables([buffer, new])
+                    buffer = buffer.combine_chunks()
+                    reservation.resize(buffer.nbytes)
+                    metrics.set_max("peak_mem", reservation.size)
+                if buffer is None or buffer.num_rows == 0:
+                    continue
+                out, ready, keep, state = self._round(buffer, emitted, state, finished)
+                if out is not None:
+                    yield out
+                emitted = ready - keep
+                buffer = buffer.slice(keep)
+                reservation.resize(buffer.nbytes)
+        finally:
+            stream.close()
+            reservation.free()
+
+    def _round(self, buffer: pa.Table, emitted: int, state: _OpenPartition, finished: bool):
+        """Evaluate the buffer; returns (batch to emit or None, ready end, keep, new state)."""
+        n = buffer.num_rows
+        keys = [evaluate(e, buffer) for e in self.partition_by]
+        starts = partition_starts(keys, n)
+        open_start = int(starts[-2])
+        layout = partition_layout(starts)
+        order_keys = [evaluate(k.expr, buffer) for k in self.order_by]
+        peers = peer_groups(layout, order_keys)
+        continuing = emitted > 0 or state.rows > 0  # the first partition lost rows before
+        first_end = int(starts[1])
+
+        ready = n if finished else min(self._ready(w, n, open_start, peers)
+                                       for w in self.windows)
+        ready = max(ready, open_start) if not finished else n
+        columns = []
+        for i, window in enumerate(self.windows):
+            values = self._evaluate(i, window, buffer, starts, order_keys)
+            if continuing:
+                values = self._correct(i, window, values, buffer, starts, order_keys,
+                                       state, first_end)
+            if values.type != self.outputs[i].type:
+                values = values.cast(self.outputs[i].type)
+            columns.append(values)
+
+        out = None
+        if ready > emitted:
+            length = ready - emitted
+            arrays = [c.slice(emitted, length) for c in buffer.columns] + \
+                [c.slice(emitted, length) for c in columns]
+            out = pa.RecordBatch.from_arrays([a.combine_chunks() if isinstance(
+                a, pa.ChunkedArray) else a for a in arrays], schema=self.schema)
+
+        # rows before `keep` are never needed again; the last row always stays
+        if finished:
+            return out, ready, n, _OpenPartition()
+        need = min(self._need(w, ready, n, peers) for w in self.windows)
+        keep = min(max(need, open_start), n - 1)
+        return out, ready, keep, self._advance(state, continuing and open_start == 0, keep,
+                                               open_start, buffer, columns, starts,
+                                               order_keys)
+
+    def _ready(self, window: WindowCall, n: int, open_start: int, peers) -> int:
+        """Rows [0, ready) have complete frames (all rows before the open partition do)."""
+        func = window.func
+        if func in _RANKING or func == "lag":
+            return n
+        if func == "lead":
+            return max(n - _constant_offset(window), open_start)
+        frame = _frame(window)
+        if frame.unit == "range":  # ends at CURRENT ROW: the last peer group may grow
+            return max(int(peers.peer_start[n - 1]), open_start)
+        end = frame.end
+        if end.kind == "following":
+            return max(n - rows_offset(end.offset), open_start)
+        return n
+
+    def _need(self, window: WindowCall, ready: int, n: int, peers) -> int:
+        """First buffer row that frames of rows >= ready may still read."""
+        func = window.func
+        row = min(ready, n - 1)
+        if func in ("rank", "dense_rank"):
+            return int(peers.peer_start[row])
+        if func == "lag":
+            return ready - _constant_offset(window)
+        if func in ("row_number", "lead"):
+            return ready
+        frame = _frame(window)
+        start = frame.start
+        if start.kind == "unbounded_preceding":
+            return ready  # carried
+        if frame.unit == "range":
+            return int(peers.peer_start[row])
+        if start.kind == "preceding":
+            return ready - rows_offset(start.offset)
+        return ready
+
+    def _evaluate(self, index: int, window: WindowCall, table: pa.Table, starts: np.ndarray,
+                  order_keys: list[pa.Array], func: str | None = None) -> pa.Array:
+        args = [evaluate(a, table) for a in window.args]
+        mask = evaluate_predicate(window.filter, table) if window.filter is not None else None
+        return evaluate_window(func or window.func, args, partition_starts=starts,
+                               order_keys=order_keys,
+                               descending=[k.descending for k in self.order_by],
+                               nulls_first=[k.nulls_first for k in self.order_by],
+                               frame=window.frame, filter_mask=mask)
+
+    def _correct(self, index: int, window: WindowCall, values: pa.Array, table: pa.Table,
+                 starts: np.ndarray, order_keys: list[pa.Array], state: _OpenPartition,
+                 first_end: int) -> pa.Array:
+        """Add what the dropped rows of the first partition contribute to its rows."""
+        func = window.func
+        if func in ("row_number", "rank", "dense_rank"):
+            shift = state.dense if func == "dense_rank" else state.rows
+            if shift == 0:
+                return values
+            numbers = values.to_numpy().copy()
+            numbers[:first_end] += shift
+            return pa.array(numbers, type=values.type)
+        frame = _frame(window)
+        if func not in _RUNNING or frame.start.kind != "unbounded_preceding":
+            return values
+        carry = state.carries.get(index)
+        if carry is None or carry.count == 0:
+            return values
+        head = slice(0, first_end)
+        if func in ("count", "count_star"):
+            numbers = values.to_numpy().copy()
+            numbers[head] += carry.count
+            return pa.array(numbers, type=values.type)
+        if func in ("sum", "avg"):
+            sums = values if func == "sum" else self._evaluate(index, window, table, starts,
+                                                                order_keys, "sum")
+            total = sums.fill_null(0).to_numpy(zero_copy_only=False)[head] + carry.total
+            if func == "avg":
+                counts = self._evaluate(index, window, table, starts, order_keys, "count")
+                total = total / (counts.to_numpy()[head] + carry.count)
+            merged = pa.array(total).cast(values.type)
+        else:
+            extreme = pa.scalar(carry.extreme, type=values.type)
+            head_values = values.slice(0, first_end)
+            merged = pc.if_else(head_values.is_valid(), _combine(head_values, extreme, func),
+                                extreme)
+        return pa.concat_arrays([merged.cast(values.type), values.slice(first_end)])
+
+    def _advance(self, state: _OpenPartition, continuing: bool, keep: int, open_start: int,
+                 table: pa.Table, columns: list[pa.Array], starts: np.ndarray,
+                 order_keys: list[pa.Array]) -> _OpenPartition:
+        """The state of the open partition once rows [0, keep) are dropped."""
+        first = 0 if continuing else open_start
+        new = _OpenPartition(rows=(state.rows if continuing else 0) + keep - first)
+        for i, window in enumerate(self.windows):
+            if window.func == "dense_rank" and keep < table.num_rows:
+                new.dense = int(columns[i][keep].as_py()) - 1
+            frame = _frame(window)
+            if window.func in _RUNNING and frame.start.kind == "unbounded_preceding":
+                carry = state.carries.get(i, _Carry()) if continuing else _Carry()
+                new.carries[i] = _fold(carry, window, table.slice(first, keep - first))
+        return new
+
+
+def _combine(values: pa.Array, extreme: pa.Scalar, func: str) -> pa.Array:
+    """Elementwise min/max of ``values`` and a scalar, with DuckDB's NaN order."""
+    if pa.types.is_floating(values.type):
+        numbers = values.fill_null(0).to_numpy(zero_copy_only=False)
+        other = extreme.as_py()
+        if func == "min":
+            result = np.fmin(numbers, other)
+        else:
+            result = np.maximum(numbers, other)
+        return pa.array(result, type=values.type)
+    if func == "min":
+        return pc.min_element_wise(values, extreme)
+    return pc.max_element_wise(values, extreme)
+
+
+def _fold(carry: _Carry, window: WindowCall, dropped: pa.Table) -> _Carry:
+    """``carry`` plus the contributing rows of ``dropped``."""
+    if dropped.num_rows == 0:
+        return carry
+    keep = None
+    if window.filter is not None:
+        keep = evaluate_predicate(window.filter, dropped)
+    if window.func == "count_star":
+        count = dropped.num_rows if keep is None else int(pc.sum(keep.cast(pa.int64())).as_py()
+                                                         or 0)
+        return _Carry(carry.count + count, carry.total, carry.extreme)
+    values = evaluate(window.args[0], dropped)
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    if keep is not None:
+        values = values.filter(keep)
+    values = values.drop_null()
+    count = carry.count + len(values)
+    if window.func == "count" or len(values) == 0:
+        return _Carry(count, carry.total, carry.extreme)
+    if window.func in ("sum", "avg"):
+        if pa.types.is_boolean(values.type):
+            values = values.cast(pa.int64())
+        if pa.types.is_floating(values.type):
+            total = carry.total + float(np.sum(values.cast(pa.float64()).to_numpy()))
+        else:
+            total = carry.total + (pc.sum(values.cast(pa.int64())).as_py() or 0)
+        return _Carry(count, total, carry.extreme)
+    if pa.types.is_floating(values.type):
+        numbers = values.to_numpy()
+        value = float(np.fmin.reduce(numbers) if window.func == "min"
+                      else np.maximum.reduce(numbers))
+    else:
+        value = (pc.min if window.func == "min" else pc.max)(values).as_py()
+    if carry.extreme is None:
+        extreme = value
+    elif window.func == "min":
+        extreme = float(np.fmin(carry.extreme, value)) if isinstance(value, float) else \
+            min(carry.extreme, value)
+    else:
+        extreme = float(np.maximum(carry.extreme, value)) if isinstance(value, float) else \
+            max(carry.extreme, value)
+    return _Carry(count, carry.total, extreme)
+
+
+__all__ = ["BoundedWindowAggExec", "bounded_supported"]
