@@ -6,10 +6,16 @@ sorted and written as a run (a spill file), the reservation is released and buff
     input ─▶ buffer ──pool says no──▶ sort ─▶ run 0, run 1, ... (lz4 IPC files)
                │                                   │
                └─ end: sort (in-memory run) ───────┴─▶ merge_sorted ─▶ sorted output
-                                                      (in levels of FAN_IN runs when more)
+                                                      (in levels of fan-in runs when more)
 
-At the first spill a merge budget (a quarter of the pool) is reserved, and runs are written in
-batches small enough for FAN_IN of them to be merged inside it. Runs are consecutive pieces of
+Memory, per partition: a merge budget (a quarter of the limit, split among the sibling
+partitions of a partition-preserving sort) is reserved from the first spill on, and runs are
+written in batches small enough for ``fan_in`` of them to merge inside it (the fan-in drops
+below FAN_IN before batches shrink below MIN_RUN_BATCH_BYTES). The buffer is capped at the
+partition's share of the limit minus that budget, so a greedy sibling cannot starve the
+others' merges. Sorting takes the sorted rows a chunk at a time from the buffer, never a
+second sorted copy of it; a sort that ends with the pool nearly full writes its last run to
+disk too, leaving the memory to whoever consumes its output. Runs are consecutive pieces of
 the input and the merge is stable, so the output equals the in-memory sort's, ties included.
 
 With ``fetch`` it runs as top-k and never spills: candidates are cut back to k whenever they
@@ -169,28 +175,36 @@ class _ExternalSort:
         self.runs: list[SpillFile] = []
         self.spilled: list[SpillFile] = []  # every run written, deleted in close()
         self.fan_in, self.run_batch_bytes = self._merge_shape(self._merge_budget())
+        # a partition's buffer leaves room for its merge and its siblings' shares: a greedy
+        # sibling must not starve the others' merges
+        limit = ctx.memory_pool.limit
+        self.buffer_cap = float("inf") if limit is None else \
+            max(1, limit // self._siblings() - self._merge_budget())
 
     def insert(self, batch: pa.RecordBatch) -> None:
-        if self.reservation.try_grow(batch.nbytes):
+        if self.reservation.size + batch.nbytes <= self.buffer_cap and \
+                self.reservation.try_grow(batch.nbytes):
             self.batches.append(batch)
             return
         # the pool said no: sort what is held, write it as a run, release its memory
         if self.batches:
-            self._spill(self.plan._sorted(self.batches))
+            self._spill(self.batches)
             self.batches = []
             self.reservation.resize(0)
         self._reserve_merge_budget()
-        if self.reservation.try_grow(batch.nbytes):
+        if batch.nbytes <= self.buffer_cap and self.reservation.try_grow(batch.nbytes):
             self.batches.append(batch)
         else:  # bigger than all the pool has left: a run of its own
-            self._spill(self.plan._sorted([batch]))
+            self._spill([batch])
             self._reserve_merge_budget()
 
-    def _merge_budget(self) -> int:
+    def _siblings(self) -> int:
         plan = self.plan
-        siblings = plan.input.output_partitioning().count if plan.preserve_partitioning else 1
+        return plan.input.output_partitioning().count if plan.preserve_partitioning else 1
+
+    def _merge_budget(self) -> int:
         limit = self.ctx.memory_pool.limit or 0
-        return max(16 * 1024, limit // (MERGE_SHARE * siblings))
+        return max(16 * 1024, limit // (MERGE_SHARE * self._siblings()))
 
     @staticmethod
     def _merge_shape(budget: int) -> tuple[int, int]:
@@ -211,16 +225,36 @@ class _ExternalSort:
         if missing > 0:
             self.merge_reservation.try_grow(missing)
 
-    def _spill(self, table: pa.Table) -> None:
-        """Write a sorted table as one run."""
-        file = spill_manager(self.ctx).spill(table.to_batches(), self.plan.schema, self.metrics,
-                                             max_rows=self._run_rows(table))
+    def _spill(self, batches: list[pa.RecordBatch]) -> None:
+        """Sort ``batches`` and write them as one run."""
+        manager = spill_manager(self.ctx)
+        writer = manager.writer(self.plan.schema, self.metrics)
+        try:
+            rows = self._run_rows(batches)
+            for chunk in self._sorted_chunks(batches, rows * 8):
+                writer.write_table(chunk, rows)
+        except BaseException:
+            writer.abort()
+            raise
+        file = writer.finish()
         self.runs.append(file)
         self.spilled.append(file)
 
-    def _run_rows(self, table: pa.Table) -> int:
+    def _sorted_chunks(self, batches: list[pa.RecordBatch], rows: int):
+        """The rows of ``batches`` in sorted order, ``rows`` at a time.
+
+        Each chunk is taken on its own: the sort holds its input and one chunk, not a second
+        sorted copy of everything.
+        """
+        table = pa.Table.from_batches(batches, schema=self.plan.schema)
+        indices = sort_indices(table, self.plan.keys)
+        for offset in range(0, table.num_rows, rows):
+            yield table.take(indices.slice(offset, rows))
+
+    def _run_rows(self, batches: list[pa.RecordBatch]) -> int:
         """Rows per spilled batch: about ``run_batch_bytes`` each."""
-        row_bytes = max(1, table.nbytes // max(1, table.num_rows))
+        row_bytes = max(1, sum(b.nbytes for b in batches) // max(1, sum(b.num_rows
+                                                                        for b in batches)))
         return max(64, min(self.ctx.batch_size, self.run_batch_bytes // row_bytes))
 
     def _under_pressure(self) -> bool:
@@ -231,17 +265,17 @@ class _ExternalSort:
 
     def finish(self):
         plan, ctx = self.plan, self.ctx
-        table = plan._sorted(self.batches) if self.batches else None
-        self.batches = []
-        if table is not None and (self._under_pressure() or
-                                  self.runs and len(self.runs) + 1 > self.fan_in):
-            self._spill(table)
+        batches, self.batches = self.batches, []
+        if batches and (self._under_pressure() or
+                        self.runs and len(self.runs) + 1 > self.fan_in):
+            self._spill(batches)
+            batches = []
             self.reservation.resize(0)
-            table = None
             self._reserve_merge_budget()
         if not self.runs:
-            if table is not None:
-                yield from table.to_batches(max_chunksize=ctx.batch_size)
+            if batches:
+                for chunk in self._sorted_chunks(batches, ctx.batch_size):
+                    yield from chunk.to_batches()
             return
         self._reserve_merge_budget()
         manager = spill_manager(ctx)
@@ -251,9 +285,11 @@ class _ExternalSort:
         min_rows = self._run_rows_estimate()
         streams = [manager.read(run, self.metrics) for run in self.runs]
         reserved = []
-        if table is not None:  # the newest rows: the last run, its memory already reserved
+        if batches:  # the newest rows: the last run, its memory already reserved
             reserved = [len(streams)]
-            streams.append(iter(table.to_batches(max_chunksize=self._run_rows(table))))
+            rows = self._run_rows(batches)
+            streams.append(batch for chunk in self._sorted_chunks(batches, rows * 8)
+                           for batch in chunk.to_batches(max_chunksize=rows))
         self.runs = []
         yield from _merge(streams, plan, ctx.batch_size, min_rows, self.merge_reservation,
                           reserved)
@@ -264,8 +300,8 @@ class _ExternalSort:
         writer = manager.writer(self.plan.schema, self.metrics)
         try:
             streams = [manager.read(run, self.metrics) for run in group]
-            for batch in _merge(streams, self.plan, rows, rows, self.merge_reservation, []):
-                writer.write(batch)
+            for batch in _merge(streams, self.plan, rows * 8, rows, self.merge_reservation, []):
+                writer.write_table(pa.Table.from_batches([batch]), rows)
         except BaseException:
             writer.abort()
             raise

@@ -132,12 +132,19 @@ def merge_sorted(streams: Sequence[Iterator[pa.RecordBatch]], keys: list[SortKey
             if not active:
                 return
             _account(reservation, floor, cursors)
-            merged, held = _merge_round(active, order, schema)
+            pieces, permutation, held = _merge_round(active, order, schema)
+            count = pieces.num_rows if remaining is None else min(pieces.num_rows, remaining)
             if remaining is not None:
-                merged = merged.slice(0, remaining)
-                remaining -= merged.num_rows
-            _account(reservation, floor, cursors, held)
-            yield from merged.to_batches(max_chunksize=batch_size)
+                remaining -= count
+            for offset in range(0, count, batch_size):
+                size = min(batch_size, count - offset)
+                if permutation is None:  # one sorted piece: zero-copy slices
+                    chunk = pieces.slice(offset, size)
+                    _account(reservation, floor, cursors, held)
+                else:  # one sorted copy of a batch at a time, reserved until handed on
+                    chunk = pieces.take(pa.array(permutation[offset:offset + size]))
+                    _account(reservation, floor, cursors, held + chunk.nbytes)
+                yield from chunk.to_batches()
     finally:
         for cursor in cursors:
             close = getattr(cursor.stream, "close", None)
@@ -167,11 +174,10 @@ class _Order:
 
 
 def _merge_round(active: list[_Cursor], order: _Order,
-                 schema: pa.Schema) -> tuple[pa.Table, int]:
-    """The rows safe to emit, sorted, and the bytes the round holds until they are handed on.
-
-    Those bytes are the rows taken from counted buffers and, when streams interleave, the
-    sorted copy.
+                 schema: pa.Schema) -> tuple[pa.Table, np.ndarray | None, int]:
+    """Take every row that is safe to emit: the rows, the permutation that sorts them (None
+    when they come from one stream, already sorted) and the bytes of those taken from
+    counted buffers (held until emitted).
     """
     if len(active) == 1:
         counts = [active[0].rows]
@@ -185,10 +191,9 @@ def _merge_round(active: list[_Cursor], order: _Order,
     held = sum(batch.nbytes for counted, (piece, _) in pieces if counted for batch in piece)
     table = pa.Table.from_batches(batches, schema=schema)
     if len(pieces) == 1:
-        return table, held  # one sorted piece: nothing to interleave
+        return table, None, held
     key_table = pa.concat_tables([key for _, (_, piece_keys) in pieces for key in piece_keys])
-    table = table.take(order.indices(key_table))
-    return table, held + table.nbytes
+    return table, order.indices(key_table), held
 
 
 def _safe_counts(active: list[_Cursor], owner: int, bound: pa.Table,

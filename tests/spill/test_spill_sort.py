@@ -110,7 +110,8 @@ def test_top_k_never_spills(big, unlimited, tmp_path):
     assert _spill_totals(run)["spill_count"] == 0
 
 
-def test_spilled_sort_matches_duckdb_with_nulls_strings_and_ties(tmp_path):
+@pytest.mark.parametrize("partitions", [1, 2, 6])
+def test_spilled_sort_matches_duckdb_with_nulls_strings_and_ties(tmp_path, partitions):
     rng = np.random.default_rng(7)
     n = 300_000
     k = pa.array(rng.integers(0, 50, n), mask=rng.random(n) < 0.05)
@@ -120,7 +121,7 @@ def test_spilled_sort_matches_duckdb_with_nulls_strings_and_ties(tmp_path):
     table = pa.table({"k": k, "s": s_values, "f": f, "id": np.arange(n)})
     sql = ("SELECT k, s, f, id FROM t ORDER BY k DESC NULLS FIRST, s NULLS FIRST, "
            "f DESC, id")
-    session = ps.Session(target_partitions=2, memory_limit="1MB", batch_size=65536,
+    session = ps.Session(target_partitions=partitions, memory_limit="1MB", batch_size=65536,
                          spill_dir=str(tmp_path))
     session.register("t", table)
     run = session.sql(sql).execute()
