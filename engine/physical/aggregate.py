@@ -13,6 +13,7 @@ Modes:
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from plansight.engine.functions.aggregate import (
@@ -22,7 +23,10 @@ from plansight.engine.functions.aggregate import (
     merge_specs,
     partial_specs,
 )
+from plansight.engine.exec.spill import SpillFile, spill_manager
 from plansight.engine.logical.expr import Column
+from plansight.engine.physical.expressions import evaluate
+from plansight.engine.physical.repartition import hash_rows
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     UNSPECIFIED,
@@ -67,16 +71,40 @@ class AggregateExec(ExecutionPlan):
         return f"AggregateExec: mode={self.mode}, gby=[{keys}], aggr=[{aggs}]"
 
     PARTIAL_CHUNK_ROWS = 1 << 20
+    SPILL_BUCKETS = 16
 
     def _execute(self, partition, ctx):
-        reservation = ctx.memory_pool.register(f"{self.name}({self.mode})[{partition}]")
+        name = f"{self.name}({self.mode})[{partition}]"
+        # a partial aggregate never spills: under pressure it flushes its states downstream
+        reservation = ctx.memory_pool.register(name, can_spill=self.mode != "Partial" and
+                                               bool(self.keys))
         keys = [k.field_name for k in self.keys]
+        buckets = None  # spill writers, one per hash bucket of the group keys
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         try:
             batches, rows = [], 0
             for batch in self.input.execute(partition, ctx):
-                reservation.grow(batch.nbytes)
+                if buckets is not None:
+                    self._route(batch, buckets)
+                    continue
+                if not reservation.try_grow(batch.nbytes):
+                    if self.mode == "Partial" and batches:
+                        yield from self._partial(batches, keys, ctx)
+                        batches, rows = [], 0
+                        reservation.resize(0)
+                        reservation.grow(batch.nbytes)
+                    elif reservation.can_spill:
+                        buckets = self._start_spilling(ctx, metrics)
+                        for held in batches + [batch]:
+                            self._route(held, buckets)
+                        batches, rows = [], 0
+                        reservation.resize(0)
+                        continue
+                    else:
+                        reservation.grow(batch.nbytes)  # raises ResourcesExhausted
                 batches.append(batch)
                 rows += batch.num_rows
+                metrics.set_max("peak_mem", reservation.size)
                 if self.mode == "Partial" and rows >= self.PARTIAL_CHUNK_ROWS:
                     yield from self._partial(batches, keys, ctx)
                     batches, rows = [], 0
@@ -85,17 +113,62 @@ class AggregateExec(ExecutionPlan):
                 if batches or not self.keys:
                     yield from self._partial(batches, keys, ctx)
                 return
+            if buckets is not None:
+                yield from self._aggregate_spilled(buckets, keys, reservation, ctx, metrics)
+                return
             if not batches and self.keys:
                 return
-            table = pa.Table.from_batches(batches, schema=self.input.schema)
-            if self.mode == "Final":
-                result = self._final(table, keys)
-            else:
-                result = aggregate_table(table, keys, self.specs)
-            result = pa.Table.from_arrays(result.columns, schema=self.schema)
-            yield from result.to_batches(max_chunksize=ctx.batch_size)
+            yield from self._aggregate(pa.Table.from_batches(batches, schema=self.input.schema),
+                                       keys, ctx)
         finally:
+            if buckets is not None:
+                for writer in buckets:
+                    if not isinstance(writer, SpillFile):
+                        writer.abort()
             reservation.free()
+
+    def _aggregate(self, table: pa.Table, keys: list[str], ctx):
+        result = self._final(table, keys) if self.mode == "Final" else \
+            aggregate_table(table, keys, self.specs)
+        result = pa.Table.from_arrays(result.columns, schema=self.schema)
+        yield from result.to_batches(max_chunksize=ctx.batch_size)
+
+    # -- spilling: grace-hash style -------------------------------------------
+    #
+    #   input ──hash(keys) >> 32 % 16──▶ 16 spill files ──one at a time──▶ aggregate ──▶ out
+    #
+    # Every group lands in exactly one bucket, so buckets aggregate independently; the high
+    # hash bits are used because a hash repartition upstream already fixed the low ones.
+
+    def _start_spilling(self, ctx, metrics):
+        manager = spill_manager(ctx)
+        return [manager.writer(self.input.schema, metrics) for _ in range(self.SPILL_BUCKETS)]
+
+    def _route(self, batch: pa.RecordBatch, buckets) -> None:
+        keys = [evaluate(k, batch) for k in self.keys]
+        targets = ((hash_rows(keys) >> np.uint64(32)) % np.uint64(len(buckets))).astype(np.int64)
+        order = np.argsort(targets, kind="stable")
+        counts = np.bincount(targets, minlength=len(buckets))
+        shuffled = batch.take(pa.array(order))
+        offset = 0
+        for bucket, count in enumerate(counts):
+            if count:
+                buckets[bucket].write(shuffled.slice(offset, int(count)))
+            offset += int(count)
+
+    def _aggregate_spilled(self, buckets, keys, reservation, ctx, metrics):
+        manager = spill_manager(ctx)
+        for i, writer in enumerate(buckets):
+            buckets[i] = writer.finish()
+        for file in buckets:
+            batches = []
+            for batch in manager.read(file, metrics):
+                reservation.grow(batch.nbytes)  # a bucket must fit; if not, say so
+                batches.append(batch)
+            if batches:
+                yield from self._aggregate(
+                    pa.Table.from_batches(batches, schema=self.input.schema), keys, ctx)
+            reservation.resize(0)
 
     def _partial(self, batches, keys, ctx):
         table = pa.Table.from_batches(batches, schema=self.input.schema)
