@@ -81,6 +81,9 @@ class AggregateExec(ExecutionPlan):
         keys = [k.field_name for k in self.keys]
         buckets = None  # spill writers, one per hash bucket of the group keys
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        # a partial aggregate keeps at most a fair share of the pool before it flushes
+        limit = ctx.memory_pool.limit
+        flush_bytes = limit // (4 * self.output_partitioning().count) if limit else None
         try:
             batches, rows = [], 0
             for batch in self.input.execute(partition, ctx):
@@ -88,11 +91,13 @@ class AggregateExec(ExecutionPlan):
                     self._route(batch, buckets)
                     continue
                 if not reservation.try_grow(batch.nbytes):
-                    if self.mode == "Partial" and batches:
-                        yield from self._partial(batches, keys, ctx)
+                    if self.mode == "Partial":
+                        # flush what is held; a refused batch held by nobody is aggregated on
+                        # the spot, like any streaming operator's batch in flight
+                        yield from self._partial(batches + [batch], keys, ctx)
                         batches, rows = [], 0
                         reservation.resize(0)
-                        reservation.grow(batch.nbytes)
+                        continue
                     elif reservation.can_spill:
                         buckets = self._start_spilling(ctx, metrics)
                         for held in batches + [batch]:
@@ -105,7 +110,8 @@ class AggregateExec(ExecutionPlan):
                 batches.append(batch)
                 rows += batch.num_rows
                 metrics.set_max("peak_mem", reservation.size)
-                if self.mode == "Partial" and rows >= self.PARTIAL_CHUNK_ROWS:
+                if self.mode == "Partial" and (rows >= self.PARTIAL_CHUNK_ROWS or (
+                        flush_bytes is not None and reservation.size >= flush_bytes)):
                     yield from self._partial(batches, keys, ctx)
                     batches, rows = [], 0
                     reservation.resize(0)
