@@ -1,0 +1,290 @@
+"""Memory: time and peak RSS of spilling queries against the memory limit; event-bus overhead.
+
+For each workload and input size (``--sizes`` times the memory limit, in Arrow bytes of a
+generated Parquet file in bench/data/memory/) a fresh worker process runs the query once
+with the limit and once without one. The result is streamed and counted, not kept, so the
+worker's RSS shows what the engine holds, not the answer. Reported per cell: median time,
+peak RSS of the worker during the query (the kernel's high-water mark) above its RSS before
+it, the pool's peak reservation, and spill count and bytes.
+
+Then the event bus: the sort on the smallest input with the limit, with no observer and with
+one observer that counts events, interleaved ``--bus-repeat`` times in one worker; overhead is
+the ratio of the medians, minus one.
+
+Usage:
+    python bench/run_memory.py                         # limit 16MB, inputs 5x and 20x, all
+    python bench/run_memory.py --limit 32MB --sizes 5 --workloads sort --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import common
+from common import MISSING, QueryFailed, Worker, WorkerError, fmt_mb, markdown_table, median
+
+WORKLOADS = {
+    # the baseline: what reading the input costs (Parquet reader, allocator caches)
+    "scan": "SELECT k, v, g, s FROM t",
+    # external sort: runs spilled, merged in levels
+    "sort": "SELECT k, v, s FROM t ORDER BY k, v",
+    # hash repartition for the window (its queues spill), then the window's own buffers
+    "window": "SELECT g, v, row_number() OVER (PARTITION BY g ORDER BY v) AS r FROM t",
+    # grouped aggregation (no aggregate spilling yet: expected to fail far below its data)
+    "aggregate": "SELECT g, sum(v) AS total, count(*) AS n FROM t GROUP BY g",
+}
+PACKAGES = ("plansight", "pyarrow", "numpy")
+BYTES_PER_ROW = 8 + 8 + 8 + 4 + 12  # k, v, g, string offsets + ~12 characters
+DATA_DIR = common.DATA_DIR / "memory"
+
+
+# ---------------------------------------------------------------------------- data
+
+
+def table_path(size_bytes: int) -> Path:
+    """A Parquet file of about ``size_bytes`` Arrow bytes (made once, cached)."""
+    rows = max(1, size_bytes // BYTES_PER_ROW)
+    path = DATA_DIR / f"t_{rows}.parquet"
+    if path.exists():
+        return path
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(rows)
+    tmp = path.with_suffix(".tmp")
+    with pq.ParquetWriter(tmp, pa.schema([("k", pa.int64()), ("v", pa.float64()),
+                                          ("g", pa.int64()), ("s", pa.string())])) as writer:
+        for start in range(0, rows, 1 << 20):
+            n = min(1 << 20, rows - start)
+            k = rng.integers(0, 1 << 40, n)
+            writer.write_table(pa.table({
+                "k": k, "v": rng.random(n), "g": k % 1000,
+                "s": pa.array(np.char.add("item-", (k % 10**7).astype(str)))}),
+                row_group_size=1 << 16)
+    tmp.rename(path)
+    return path
+
+
+# ---------------------------------------------------------------------------- worker side
+
+_state: dict[str, Any] = {}
+
+
+def _setup(message: dict[str, Any]) -> dict[str, Any]:
+    import plansight as ps
+
+    session = ps.Session(target_partitions=message["partitions"],
+                         memory_limit=message["limit"] or "1TB",
+                         batch_size=message["batch_size"])
+    session.register_parquet("t", message["path"])
+    _state["session"] = session
+    import pyarrow.parquet as pq
+
+    _state["bytes"] = pq.read_metadata(message["path"]).num_rows * BYTES_PER_ROW
+    return {"rss": common.current_rss()}
+
+
+def _stream(query, observer) -> tuple[int, Any]:
+    """Run ``query`` like Query.execute, but count the result's rows instead of keeping them."""
+    from plansight.engine.exec.context import TaskContext
+    from plansight.engine.exec.events import EventBus, ReservationChanged
+    from plansight.engine.exec.memory_pool import MemoryPool
+
+    pool = MemoryPool(query.config.memory_limit, query.config.memory_pool_policy)
+    bus = EventBus([observer] if observer is not None else [])
+    if bus.active:
+        pool.listeners.append(lambda r, total: bus.publish(
+            ReservationChanged(r.consumer, r.size, total)))
+    ctx = TaskContext(query.config, pool, events=bus)
+    plan, rows = query.physical, 0
+    try:
+        for partition in range(plan.output_partitioning().count):
+            for batch in plan.execute(partition, ctx):
+                rows += batch.num_rows
+    finally:
+        ctx.cleanup()
+    return rows, ctx
+
+
+def _run(message: dict[str, Any]) -> dict[str, Any]:
+    query = _state["session"].sql(message["sql"])
+    # warm up the Parquet reader and the allocator's caches, so the peak is the query's
+    _stream(_state["session"].sql(WORKLOADS["scan"]), None)
+    times, rows, ctx = [], 0, None
+    with common.PeakRss() as memory:
+        for _ in range(message["repeat"]):
+            start = time.perf_counter()
+            rows, ctx = _stream(query, None)
+            times.append(time.perf_counter() - start)
+    spills = {"spill_count": 0, "spilled_bytes": 0}
+    for totals in ctx.metrics.snapshot().values():
+        for name in spills:
+            spills[name] += int(totals.get(name, 0))
+    return {"times": times, "rows": rows, "peak_rss": memory.peak, "base_rss": memory.base,
+            "pool_peak": ctx.memory_pool.peak, **spills}
+
+
+def _bus(message: dict[str, Any]) -> dict[str, Any]:
+    query = _state["session"].sql(message["sql"])
+    events = [0]
+
+    def observer(event) -> None:
+        events[0] += 1
+
+    times: dict[str, list[float]] = {"none": [], "one": []}
+    cpu: dict[str, list[float]] = {"none": [], "one": []}
+    _stream(query, None)  # warm-up
+    variants = [("none", None), ("one", observer)]
+    for i in range(message["repeat"]):
+        for name, chosen in variants[::1 if i % 2 else -1]:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            _stream(query, chosen)
+            times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    per_run = events[0] // message["repeat"]
+    # the cost of one event (made and delivered to the observer), away from the query's noise
+    from plansight.engine.exec.events import BatchProduced, EventBus
+
+    bus, count = EventBus([observer]), 100_000
+    start = time.perf_counter()
+    for _ in range(count):
+        bus.publish(BatchProduced(1, 0, 65536, 1 << 20))
+    per_event = (time.perf_counter() - start) / count
+    return {"times": times, "cpu": cpu, "events": per_run, "per_event": per_event}
+
+
+# ---------------------------------------------------------------------------- parent side
+
+
+def _worker(args: argparse.Namespace, path: Path, limit: int | None) -> Worker:
+    worker = Worker([sys.executable, __file__, "--worker"], "plansight")
+    worker.call({"cmd": "setup", "path": str(path), "limit": limit,
+                 "partitions": args.partitions, "batch_size": args.batch_size}, args.timeout)
+    return worker
+
+
+def measure(args: argparse.Namespace, limit: int) -> tuple[list[list[str]], list[str]]:
+    rows, failures = [], []
+    for workload in args.workloads:
+        for factor in args.sizes:
+            path = table_path(factor * limit)
+            for label, pool_limit in (("limit", limit), ("none", None)):
+                cells = [workload, f"{factor}×", label]
+                try:
+                    with _worker(args, path, pool_limit) as worker:
+                        reply = worker.call({"cmd": "run", "sql": WORKLOADS[workload],
+                                             "repeat": args.repeat}, args.timeout)
+                        worker.close()
+                except (QueryFailed, WorkerError) as error:
+                    failures.append(f"{workload} {factor}× ({label}): {error}")
+                    rows.append(cells + [MISSING] * 6)
+                    continue
+                held = reply["peak_rss"] - reply["base_rss"] \
+                    if reply["peak_rss"] and reply["base_rss"] else None
+                rows.append(cells + [
+                    f"{median(reply['times']):.2f}", fmt_mb(held), fmt_mb(reply["peak_rss"]),
+                    fmt_mb(reply["pool_peak"]), str(reply["spill_count"]),
+                    fmt_mb(reply["spilled_bytes"])])
+                print(" | ".join(rows[-1]), file=sys.stderr)
+    return rows, failures
+
+
+def bus_overhead(args: argparse.Namespace, limit: int) -> list[list[str]]:
+    rows = []
+    path = table_path(min(args.sizes) * limit)
+    for label, pool_limit in (("limit", limit), ("none", None)):
+        with _worker(args, path, pool_limit) as worker:
+            reply = worker.call({"cmd": "bus", "sql": WORKLOADS["sort"],
+                                 "repeat": args.bus_repeat}, args.timeout * args.bus_repeat)
+            worker.close()
+        none, one = median(reply["times"]["none"]), median(reply["times"]["one"])
+        cpu_none, cpu_one = median(reply["cpu"]["none"]), median(reply["cpu"]["one"])
+        rows.append([f"sort {min(args.sizes)}× ({label})", f"{none:.3f}", f"{one:.3f}",
+                     f"{(one / none - 1) * 100:+.1f}%", f"{cpu_none:.3f}", f"{cpu_one:.3f}",
+                     f"{(cpu_one / cpu_none - 1) * 100:+.1f}%", f"{reply['events']:,}",
+                     f"{reply['per_event'] * 1e6:.2f}",
+                     f"{reply['events'] * reply['per_event'] / cpu_none * 100:.2f}%"])
+        print(" | ".join(rows[-1]), file=sys.stderr)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", default="16MB", help="memory limit (default 16MB)")
+    parser.add_argument("--sizes", default="5,20",
+                        help="input sizes as multiples of the limit (default 5,20)")
+    parser.add_argument("--workloads", default="scan,sort,window,aggregate",
+                        help=f"comma-separated, of {', '.join(WORKLOADS)} "
+                        "(default: all)")
+    parser.add_argument("--partitions", type=int, default=2, help="target_partitions")
+    parser.add_argument("--batch-size", type=int, default=65536)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per cell (median)")
+    parser.add_argument("--bus-repeat", type=int, default=5,
+                        help="runs of each event-bus variant (median)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per request")
+    parser.add_argument("--output", type=Path, default=common.RESULTS_DIR / "memory.md")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        common.ensure_plansight_importable()
+        common.serve({"setup": _setup, "run": _run, "bus": _bus})
+        return 0
+    common.ensure_plansight_importable()
+    from plansight.engine.exec.memory_pool import format_bytes, parse_memory_limit
+
+    limit = parse_memory_limit(args.limit)
+    args.sizes = [int(s) for s in args.sizes.split(",")]
+    args.workloads = [w.strip() for w in args.workloads.split(",")]
+    unknown = set(args.workloads) - set(WORKLOADS)
+    if unknown:
+        parser.error(f"unknown workloads {sorted(unknown)}; choose from {list(WORKLOADS)}")
+
+    command = sys.argv[1:] if argv is None else argv
+    rows, failures = measure(args, limit)
+    bus = bus_overhead(args, limit)
+    report = [
+        f"# Memory: spilling under a {args.limit} ({format_bytes(limit)}) limit",
+        "",
+        f"Command: `python bench/run_memory.py {shlex.join(command)}`",
+        "",
+        (f"Inputs are {', '.join(f'{s}×' for s in args.sizes)} the limit in Arrow bytes "
+         f"(Parquet, read by row group); target_partitions={args.partitions}, "
+         f"batch_size={args.batch_size}. Each cell is a fresh worker process; the result is "
+         "streamed and counted, not kept. *held* is the worker's peak RSS during the query "
+         "minus its RSS before it (after a warm-up scan); *pool peak* is the memory pool's "
+         "largest reserved total; *spilled* is compressed bytes written."),
+        "",
+        markdown_table(["workload", "input", "pool", "time s", "held MiB", "peak RSS MiB",
+                        "pool peak MiB", "spills", "spilled MiB"], rows, right_align_from=3),
+        "",
+        "## Event bus",
+        "",
+        (f"The sort at {min(args.sizes)}× with and without the limit, {args.bus_repeat} runs "
+         "of each variant interleaved in one worker: no observer vs one observer counting "
+         "events. CPU is the process's (all threads), steadier than wall time on a busy host. "
+         "The last column bounds the overhead from the cost of one event (made and delivered, "
+         "timed alone) times the events of a run, over the run's CPU time."),
+        "",
+        markdown_table(["query", "wall: none s", "one observer s", "overhead",
+                        "CPU: none s", "one observer s", "overhead", "events/run",
+                        "µs/event", "events × µs / CPU"], bus),
+        "",
+    ]
+    if failures:
+        report += ["## Failures", "", *[f"- {failure}" for failure in failures], ""]
+    report += ["## Environment", "", common.environment_markdown(PACKAGES)]
+    text = "\n".join(report)
+    print(text)
+    common.write_report(args.output, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
