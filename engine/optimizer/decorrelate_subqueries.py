@@ -46,15 +46,18 @@ def _has_subquery(expr: Expr) -> bool:
 
 def _rewrite_node(node: lp.LogicalPlan) -> lp.LogicalPlan:
     if isinstance(node, lp.Filter) and _has_subquery(node.predicate):
-        plan = node.input
+        conjuncts = split_conjunction(node.predicate)
+        # plain conjuncts filter the input first (WHERE is a conjunction, order is free):
+        # the FROM joins keep their WHERE equalities right above them, where cross-join
+        # elimination and filter pushdown find them, below the subquery joins
+        plain = conjunction([c for c in conjuncts if not _has_subquery(c)])
+        plan = lp.Filter(node.input, plain) if plain is not None else node.input
         remaining = []
-        for conjunct in split_conjunction(node.predicate):
+        for conjunct in conjuncts:
             if isinstance(conjunct, SubqueryExpr) and conjunct.kind in ("exists", "in"):
                 plan = _semi_anti_join(plan, conjunct)
             elif _has_subquery(conjunct):
                 plan, conjunct = _replace_scalar_subqueries(plan, conjunct)
-                remaining.append(conjunct)
-            else:
                 remaining.append(conjunct)
         predicate = conjunction(remaining)
         return lp.Filter(plan, predicate) if predicate is not None else plan
