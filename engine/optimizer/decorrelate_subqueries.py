@@ -340,6 +340,11 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
             left, pl = pull(node.left)
             right, pr = pull(node.right)
             return replace(node, left=left, right=right), pl + pr
+        if isinstance(node, lp.Join) and node.kind in ("semi", "anti", "left"):
+            # these joins pass left rows through (filtered or extended): a predicate on the
+            # left input commutes with them
+            left, pl = pull(node.left)
+            return replace(node, left=left), pl
         return node, []
 
     new_plan, pulled = pull(plan)
