@@ -33,7 +33,7 @@ class QueryRun:
     plan: ExecutionPlan
     ctx: TaskContext
     elapsed: float
-    spills: list = field(default_factory=list)
+    spills: list = field(default_factory=list)  # (operator, partition, rows, bytes) per file
     profile: Any = None
 
     @property
@@ -164,7 +164,9 @@ class Query:
         table = table.rename_columns(self.column_names)
         if bus.active:
             bus.publish(QueryFinished(table.num_rows))
-        run = QueryRun(table, plan, ctx, time.perf_counter() - start)
+        manager = getattr(ctx, "spill_manager", None)
+        spills = list(manager.history) if manager is not None else []
+        run = QueryRun(table, plan, ctx, time.perf_counter() - start, spills=spills)
         if self._explain == "analyze":
             run.result = pa.table({"plan": [run.explain_analyze()]})
         return run

@@ -86,6 +86,9 @@ class SpillWriter:
         self.metrics.add("spill_count")
         self.metrics.add("spilled_bytes", size)
         self.metrics.add("spilled_rows", self.rows)
+        with self.manager._lock:
+            self.manager.history.append((self.metrics.operator, self.metrics.partition,
+                                         self.rows, size))
         bus = self.manager.ctx.events
         if bus.active:
             bus.publish(SpillWritten(self.metrics.operator, self.rows, size, str(self.path),
@@ -110,6 +113,8 @@ class SpillManager:
         self._sequence = itertools.count()
         self._directory: Path | None = None
         self._live: set[Path] = set()
+        # every file written, for QueryRun.spills: (operator, partition, rows, bytes)
+        self.history: list[tuple[str, int, int, int]] = []
 
     def _new_path(self, metrics: PartitionMetrics) -> Path:
         with self._lock:

@@ -52,3 +52,12 @@ def test_spilled_aggregate_equals_unlimited_and_duckdb(table, sql, partitions, t
     assert got.keys() == expected.keys()
     for key, values in expected.items():
         assert got[key] == pytest.approx(values, rel=1e-9), key
+
+
+def test_query_run_lists_its_spill_files(table):
+    s = ps.Session(target_partitions=1, memory_limit=4_000_000)
+    s.register("t", table)
+    run = s.sql(QUERIES[0]).execute()
+    assert run.spills and all(rows >= 0 and size > 0 for _, _, rows, size in run.spills)
+    assert sum(rows for _, _, rows, _ in run.spills) == sum(
+        int(x) for x in re.findall(r"spilled_rows=(\d+)", run.explain_analyze()))
