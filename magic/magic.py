@@ -105,8 +105,9 @@ class PlansightMagics(Magics):
             overrides["memory_limit"] = args.memory_limit
         if args.batch_size is not None:
             overrides["batch_size"] = args.batch_size
+        params = namespace_parameters(sql, self.shell.user_ns)
         with cell_options(session, overrides):
-            query = session.sql(sql, catalog=catalog)
+            query = session.sql(sql, catalog=catalog, params=params)
         if args.explain:
             print(query.explain())
             return None
@@ -203,6 +204,32 @@ def referenced_tables(sql: str) -> set[str]:
             if table.name and not table.args.get("db") and isinstance(table.this, exp.Identifier):
                 names.add(table.name)
     return names - ctes
+
+
+def namespace_parameters(sql: str, user_ns: dict) -> dict[str, Any]:
+    """Values of the ``:name`` placeholders the SQL uses, from the notebook namespace.
+
+    They are bound as typed literals by the engine, never pasted into the SQL text, so a
+    string holding quotes is just a string. Unknown names are left for the engine's error.
+
+    Example:
+        >>> namespace_parameters("SELECT * FROM t WHERE x > :low AND y = :who",
+        ...                      {"low": 3, "who": "o'brien", "other": 1})
+        {'low': 3, 'who': "o'brien"}
+    """
+    try:
+        statements = sqlglot.parse(sql, read="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return {}
+    found: dict[str, Any] = {}
+    for statement in statements:
+        if statement is None:
+            continue
+        for placeholder in statement.find_all(exp.Placeholder):
+            name = placeholder.name
+            if name and name in user_ns:
+                found[name] = user_ns[name]
+    return found
 
 
 def namespace_tables(sql: str, registered: list[str], user_ns: dict) -> dict[str, Any]:

@@ -71,8 +71,10 @@ class Query:
         {'k': ['a', 'b'], 's': [4, 2]}
     """
 
-    def __init__(self, session, sql: str, statement: exp.Expression | None, tables: dict):
+    def __init__(self, session, sql: str, statement: exp.Expression | None, tables: dict,
+                 params: dict | None = None):
         self.session, self.sql, self.tables = session, sql, tables
+        self.params = params or {}
         self.config = session.config.copy()
         self._explain = None
         if isinstance(statement, exp.Describe) or (
@@ -97,7 +99,7 @@ class Query:
         options = {"integer_division": self.config.integer_division,
                    "default_null_order": self.config.default_null_order}
         try:
-            self.logical: LogicalPlan = Binder(self.tables, options).bind_statement(
+            self.logical: LogicalPlan = Binder(self.tables, options, self.params).bind_statement(
                 self.statement)
             self.optimized = optimize(self.logical)
             physical = PhysicalPlanner(self.config).plan(self.optimized)

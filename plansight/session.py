@@ -167,10 +167,19 @@ class Session:
             raise PlanError(f"table name must be a non-empty string, got {name!r}")
 
     # -- queries --------------------------------------------------------------
-    def sql(self, text: str, catalog: dict[str, Any] | None = None):
+    def sql(self, text: str, catalog: dict[str, Any] | None = None,
+            params: dict[str, Any] | None = None):
         """Parse, bind and plan ``text`` (lazy: nothing runs until a result is asked for).
 
         SET statements apply at once. ``catalog`` adds tables visible to this query only.
+        ``params`` binds ``:name`` placeholders to values, as typed literals (never as text).
+
+        Example:
+            >>> import pyarrow as pa, plansight as ps
+            >>> s = ps.Session(target_partitions=1)
+            >>> s.register("t", pa.table({"x": [1, 5, 9]}))
+            >>> s.sql("SELECT x FROM t WHERE x > :low", params={"low": 4}).to_arrow().to_pylist()
+            [{'x': 5}, {'x': 9}]
         """
         from plansight.query import Query
 
@@ -187,7 +196,7 @@ class Session:
         tables: dict[str, Any] = dict(self._tables)
         for name, obj in (catalog or {}).items():
             tables[name] = source_from_object(obj)
-        return Query(self, text, query, tables)
+        return Query(self, text, query, tables, params or {})
 
     def _apply_set(self, statement: exp.Set) -> None:
         for item in statement.expressions:

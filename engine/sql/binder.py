@@ -135,9 +135,11 @@ def _is_outer(column: Column, plan: lp.LogicalPlan) -> bool:
 class Binder:
     """Binds one statement against ``catalog`` (name -> TableSource) and session options."""
 
-    def __init__(self, catalog: Mapping[str, Any], options: Mapping[str, Any]):
+    def __init__(self, catalog: Mapping[str, Any], options: Mapping[str, Any],
+                 params: Mapping[str, Any] | None = None):
         self.catalog = catalog
         self.options = options
+        self.params = dict(params or {})
         self.ctes: list[dict[str, exp.Expression]] = []
 
     # -- statements -----------------------------------------------------------
@@ -673,6 +675,8 @@ class Binder:
             return column
         if isinstance(node, exp.Paren):
             return bind(node.this)
+        if isinstance(node, exp.Placeholder) and collector is not False and node.name:
+            return self._parameter(node)
         if isinstance(node, exp.Star):
             raise PlanError("* is only allowed in the SELECT list or in count(*)")
         if isinstance(node, (exp.Subquery, exp.Select, exp.SetOperation)) \
@@ -695,6 +699,23 @@ class Binder:
                 raise PlanError(f"{what} are not allowed here: {node.sql()}" + _where(node))
             return collector.placeholder(node)
         return bind_scalar_node(node, bind, self.options)
+
+    def _parameter(self, node: exp.Placeholder) -> Literal:
+        """``:name`` as a typed literal of its bound value (never pasted into SQL text)."""
+        name = node.name
+        if name not in self.params:
+            known = ", ".join(sorted(self.params)) or "none were given"
+            raise PlanError(f"parameter :{name} has no value (parameters: {known})."
+                            + did_you_mean(name, self.params) + _where(node))
+        value = self.params[name]
+        try:
+            scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+            raise PlanError(f"parameter :{name} has a value of type {type(value).__name__} "
+                            f"that SQL cannot use: {e}") from None
+        if pa.types.is_large_string(scalar.type) or pa.types.is_string_view(scalar.type):
+            scalar = scalar.cast(pa.string())
+        return Literal(scalar.as_py(), scalar.type)
 
     def _subquery(self, node, scope: Scope, kind: str, needle: Expr | None = None) -> Expr:
         if isinstance(node, exp.Subquery) and not node.args.get("alias"):

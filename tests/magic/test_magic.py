@@ -81,7 +81,7 @@ def test_cell_options_apply_to_one_cell(ip, monkeypatch):
     seen = []
     original = ps.Session.sql
 
-    def spy(self, text, catalog=None):
+    def spy(self, text, catalog=None, params=None):
         q = original(self, text, catalog)
         seen.append(q.config)
         return q
@@ -127,7 +127,7 @@ def test_bad_option_value_is_short(ip, capsys):
 
 
 def test_internal_error_keeps_traceback(ip, monkeypatch):
-    def broken(self, text, catalog=None):
+    def broken(self, text, catalog=None, params=None):
         raise InternalError("boom")
 
     monkeypatch.setattr(ps.Session, "sql", broken)
@@ -190,3 +190,16 @@ def test_doctests(name):
     result = doctest.testmod(importlib.import_module(name),
                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
+
+
+def test_colon_parameters_bind_namespace_values_as_typed_literals(ip, capsys):
+    ip.user_ns["arrow_t"] = pa.table({"x": [1, 5, 9], "s": ["a", "o'b", "c"]})
+    ip.user_ns["low"] = 2
+    ip.user_ns["who"] = "o'b"  # a quote that text substitution would break on
+    result = query(ip, "--no-monitor",
+                   "SELECT x FROM arrow_t WHERE x > :low AND s = :who")
+    assert result.table.to_pylist() == [{"x": 5}]
+    assert query(ip, "--no-monitor", "SELECT 1 + :nowhere AS y") is None
+    assert "parameter :nowhere has no value" in capsys.readouterr().err
+    for name in ("low", "who"):
+        ip.user_ns.pop(name)
