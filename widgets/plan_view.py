@@ -298,6 +298,12 @@ _NUMBER = f"style='text-align:right;{_CELL}'"
 _CODE = "background:none;padding:0;font-size:11px"
 
 
+# No Cancel button: clicks reach the kernel only after the busy cell ends (ipykernel < 7 /
+# JupyterLab < 4.4), so the interrupt is the way, and it stops every thread within a batch.
+_CANCEL_HINT = ("<div style='color:#888'>to cancel: interrupt the kernel (■, or I I); the "
+                "query stops within one batch and the next cell works</div>")
+
+
 def render_html(snap: MonitorSnapshot, plan) -> str:
     """The monitor's HTML: headline, plan table and per-partition bars after repartitions."""
     esc = html.escape
@@ -323,6 +329,7 @@ def render_html(snap: MonitorSnapshot, plan) -> str:
     # inline styles only: the same look in a live widget and in the static snapshot
     parts = [(f"<div class='plansight-monitor' style='font-size:12px;line-height:1.35'>"
               f"<div style='color:{colour};font-weight:bold'>{esc(_headline(snap))}</div>"),
+             *([_CANCEL_HINT] if snap.status == "running" else []),
              (f"<table style='border-collapse:collapse;margin:2px 0'><thead><tr>{header}</tr>"
               f"</thead><tbody>{''.join(body)}</tbody></table>")]
     for operator_id, rows in snap.repartitions.items():

@@ -42,6 +42,10 @@ def test_final_snapshot_matches_metrics():
     assert "RepartitionExec" in text and "rows per partition" in text
     html = render_html(snap, run.plan)
     assert "RepartitionExec" in html and "10,000" in html
+    assert "interrupt the kernel" not in html  # the hint shows only while running
+    from dataclasses import replace
+
+    assert "interrupt the kernel" in render_html(replace(snap, status="running"), run.plan)
 
 
 def test_many_batches_bounded_refreshes():
