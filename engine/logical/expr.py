@@ -83,7 +83,12 @@ class Call(Expr):
 
     def __str__(self) -> str:
         if self.func in BINARY_SYMBOLS and len(self.args) == 2:
-            return f"{self.args[0]} {BINARY_SYMBOLS[self.func]} {self.args[1]}"
+            def side(arg: Expr) -> str:
+                # AND inside OR (and vice versa) reads ambiguously without parentheses
+                nested = isinstance(arg, Call) and arg.func in ("and", "or") and \
+                    arg.func != self.func and self.func in ("and", "or")
+                return f"({arg})" if nested else str(arg)
+            return f"{side(self.args[0])} {BINARY_SYMBOLS[self.func]} {side(self.args[1])}"
         return f"{self.func}({', '.join(map(str, self.args))})"
 
 

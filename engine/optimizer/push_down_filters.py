@@ -132,6 +132,11 @@ def _push_join(join: lp.Join, predicates: list[Expr]) -> lp.LogicalPlan:
             join_conditions.append(p)
         else:
             above.append(p)
+    # an OR over both sides still implies, per side, the OR of that side's parts
+    if kind in ("inner", "cross"):
+        for c in list(join_conditions) + [c for c in conditions if _is_or(c)]:
+            to_left.extend(implied_by_disjunction(c, left_ids))
+            to_right.extend(implied_by_disjunction(c, right_ids))
     # ON conditions: one-sided ones go to the side the join does not preserve
     for c in conditions:
         cols = columns_of(c)
@@ -174,6 +179,31 @@ def _sink_semi_join(join: lp.Join) -> lp.LogicalPlan:
             sunk = _sink_semi_join(replace(join, left=child))
             return replace(inner, **{side: sunk})
     return join
+
+
+def _is_or(expr: Expr) -> bool:
+    return isinstance(expr, Call) and expr.func == "or"
+
+
+def implied_by_disjunction(expr: Expr, side_ids: set[int]) -> list[Expr]:
+    """``(a1 AND b1) OR (a2 AND b2)`` with a* on one side implies ``a1 OR a2`` there.
+
+    The derived predicate only pre-filters; the original stays, so it is always safe.
+    It applies when every branch has a conjunct reading only ``side_ids``.
+    """
+    if not _is_or(expr) or columns_of(expr) <= side_ids:
+        return []
+    parts = []
+    for branch in _split_disjunction(expr):
+        mine = [c for c in split_conjunction(branch)
+                if columns_of(c) and columns_of(c) <= side_ids and not is_volatile(c)]
+        if not mine:
+            return []
+        parts.append(conjunction(mine))
+    implied = parts[0]
+    for part in parts[1:]:
+        implied = Call("or", (implied, part), _bool())
+    return [implied]
 
 
 def split_join_keys(conditions: list[Expr], left_ids: set[int], right_ids: set[int]):
