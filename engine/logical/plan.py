@@ -34,6 +34,16 @@ class LogicalPlan:
         return type(self).__name__
 
 
+class _SingleInput:
+    """Nodes with one ``input`` field: Filter, Projection, Aggregate, Window, Sort, Limit."""
+
+    def inputs(self):
+        return (self.input,)
+
+    def with_inputs(self, inputs):
+        return replace(self, input=inputs[0])
+
+
 @dataclass(frozen=True, eq=False)
 class TableScan(LogicalPlan):
     """Reads ``source``; ``projection`` are the source column names read, in output order."""
@@ -71,19 +81,13 @@ class Values(LogicalPlan):
 
 
 @dataclass(frozen=True, eq=False)
-class Filter(LogicalPlan):
+class Filter(_SingleInput, LogicalPlan):
     input: LogicalPlan
     predicate: Expr
 
     @property
     def columns(self) -> tuple[Column, ...]:
         return self.input.columns
-
-    def inputs(self):
-        return (self.input,)
-
-    def with_inputs(self, inputs):
-        return replace(self, input=inputs[0])
 
     def expressions(self):
         return (self.predicate,)
@@ -93,7 +97,7 @@ class Filter(LogicalPlan):
 
 
 @dataclass(frozen=True, eq=False)
-class Projection(LogicalPlan):
+class Projection(_SingleInput, LogicalPlan):
     """Output column i is ``exprs[i]`` named ``outputs[i]``."""
 
     input: LogicalPlan
@@ -107,12 +111,6 @@ class Projection(LogicalPlan):
     def columns(self) -> tuple[Column, ...]:
         return self.outputs
 
-    def inputs(self):
-        return (self.input,)
-
-    def with_inputs(self, inputs):
-        return replace(self, input=inputs[0])
-
     def expressions(self):
         return self.exprs
 
@@ -123,7 +121,7 @@ class Projection(LogicalPlan):
 
 
 @dataclass(frozen=True, eq=False)
-class Aggregate(LogicalPlan):
+class Aggregate(_SingleInput, LogicalPlan):
     """GROUP BY ``group_exprs`` (named ``group_outputs``) computing ``aggregates``."""
 
     input: LogicalPlan
@@ -136,12 +134,6 @@ class Aggregate(LogicalPlan):
     def columns(self) -> tuple[Column, ...]:
         return self.group_outputs + self.aggregate_outputs
 
-    def inputs(self):
-        return (self.input,)
-
-    def with_inputs(self, inputs):
-        return replace(self, input=inputs[0])
-
     def expressions(self):
         return self.group_exprs + self.aggregates
 
@@ -151,7 +143,7 @@ class Aggregate(LogicalPlan):
 
 
 @dataclass(frozen=True, eq=False)
-class Window(LogicalPlan):
+class Window(_SingleInput, LogicalPlan):
     """Appends one column per window function to the input columns."""
 
     input: LogicalPlan
@@ -162,12 +154,6 @@ class Window(LogicalPlan):
     def columns(self) -> tuple[Column, ...]:
         return self.input.columns + self.window_outputs
 
-    def inputs(self):
-        return (self.input,)
-
-    def with_inputs(self, inputs):
-        return replace(self, input=inputs[0])
-
     def expressions(self):
         return self.windows
 
@@ -176,7 +162,7 @@ class Window(LogicalPlan):
 
 
 @dataclass(frozen=True, eq=False)
-class Sort(LogicalPlan):
+class Sort(_SingleInput, LogicalPlan):
     input: LogicalPlan
     keys: tuple[SortKey, ...]
     fetch: int | None = None
@@ -184,12 +170,6 @@ class Sort(LogicalPlan):
     @property
     def columns(self) -> tuple[Column, ...]:
         return self.input.columns
-
-    def inputs(self):
-        return (self.input,)
-
-    def with_inputs(self, inputs):
-        return replace(self, input=inputs[0])
 
     def expressions(self):
         return tuple(k.expr for k in self.keys)
@@ -200,7 +180,7 @@ class Sort(LogicalPlan):
 
 
 @dataclass(frozen=True, eq=False)
-class Limit(LogicalPlan):
+class Limit(_SingleInput, LogicalPlan):
     input: LogicalPlan
     skip: int = 0
     fetch: int | None = None
@@ -208,12 +188,6 @@ class Limit(LogicalPlan):
     @property
     def columns(self) -> tuple[Column, ...]:
         return self.input.columns
-
-    def inputs(self):
-        return (self.input,)
-
-    def with_inputs(self, inputs):
-        return replace(self, input=inputs[0])
 
     def display(self) -> str:
         return f"Limit: skip={self.skip}, fetch={self.fetch}"
@@ -283,7 +257,7 @@ class Union(LogicalPlan):
 
 
 @dataclass(frozen=True, eq=False)
-class Explain(LogicalPlan):
+class Explain(_SingleInput, LogicalPlan):
     """Placeholder so that a statement list can carry EXPLAIN; not executed."""
 
     input: LogicalPlan
