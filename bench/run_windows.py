@@ -46,6 +46,8 @@ from common import (
 )
 
 ENGINES = ("plansight", "duckdb", "datafusion", "polars", "pandas")
+# opt-in: plansight with target_partitions=1 (one thread: no hash repartition below windows)
+EXTRA_ENGINES = ("plansight_1p",)
 PACKAGES = ("plansight", "pyarrow", "duckdb", "datafusion", "polars", "pandas", "numpy")
 
 
@@ -86,12 +88,17 @@ QUERIES = (
 # Each setup takes the workload table and returns run(query) -> materialized row count.
 
 
-def _setup_plansight(table: Any) -> Callable[[WindowQuery], int]:
+def _setup_plansight(table: Any, target_partitions: int | None = None
+                     ) -> Callable[[WindowQuery], int]:
     import plansight as ps
 
-    session = ps.Session()
+    session = ps.Session(target_partitions=target_partitions)
     session.register("t", table)
     return lambda query: session.sql(query.sql).to_arrow().num_rows
+
+
+def _setup_plansight_1p(table: Any) -> Callable[[WindowQuery], int]:
+    return _setup_plansight(table, target_partitions=1)
 
 
 def _setup_duckdb(table: Any) -> Callable[[WindowQuery], int]:
@@ -168,6 +175,7 @@ def _setup_pandas(table: Any) -> Callable[[WindowQuery], int]:
 
 SETUPS: dict[str, Callable[[Any], Callable[[WindowQuery], int]]] = {
     "plansight": _setup_plansight,
+    "plansight_1p": _setup_plansight_1p,
     "duckdb": _setup_duckdb,
     "datafusion": _setup_datafusion,
     "polars": _setup_polars,
@@ -270,29 +278,31 @@ def run_case(case: Case, queries: list[WindowQuery], engines: list[str], repeat:
 
 def table_for(cells: dict[str, dict[str, dict[str, Any]]], row_labels: list[tuple[str, ...]],
               label_headers: list[str], engines: list[str]) -> str:
-    """Rows of (labels..., ms per engine, plansight/duckdb, peak MiB per engine)."""
+    """Rows of (labels..., ms per engine, plansight/duckdb and plansight/polars for every
+    plansight variant, peak MiB per engine)."""
     headers = [*label_headers, *(f"{e} ms" for e in engines)]
-    ratio = "plansight" in engines and "duckdb" in engines
-    if ratio:
-        headers.append("plansight/duckdb")
+    ratios = [(mine, other) for mine in engines if mine.startswith("plansight")
+              for other in ("duckdb", "polars") if other in engines]
+    headers += [f"{mine}/{other}" for mine, other in ratios]
     headers += [f"{e} MiB" for e in engines]
+
+    def ratio(key: str, mine: str, other: str) -> float | None:
+        a, b = cells[key][mine].get("seconds"), cells[key][other].get("seconds")
+        return a / b if a and b else None
+
     rows = []
     for key, labels in row_labels:
         by_engine = cells[key]
         row = list(labels)
         row += [fmt_ms(by_engine[e].get("seconds")) for e in engines]
-        if ratio:
-            mine, theirs = by_engine["plansight"].get("seconds"), by_engine["duckdb"].get("seconds")
-            row.append(fmt_ratio(mine / theirs if mine and theirs else None))
+        row += [fmt_ratio(ratio(key, mine, other)) for mine, other in ratios]
         row += [fmt_mb(by_engine[e].get("peak_rss")) for e in engines]
         rows.append(row)
     geo = ["geomean", *[""] * (len(label_headers) - 1)]
     geo += [fmt_ms(geomean(cells[k][e].get("seconds") for k, _ in row_labels)) for e in engines]
-    if ratio:
-        geo.append(fmt_ratio(geomean(
-            cells[k]["plansight"]["seconds"] / cells[k]["duckdb"]["seconds"]
-            for k, _ in row_labels
-            if cells[k]["plansight"].get("seconds") and cells[k]["duckdb"].get("seconds"))))
+    geo += [fmt_ratio(geomean(r for k, _ in row_labels
+                              if (r := ratio(k, mine, other)) is not None))
+            for mine, other in ratios]
     geo += [""] * len(engines)
     rows.append(geo)
     return markdown_table(headers, rows, right_align_from=len(label_headers))
@@ -316,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="row multiplier")
     parser.add_argument("--engines", default=",".join(ENGINES),
-                        help=f"comma-separated subset of {','.join(ENGINES)}")
+                        help=f"comma-separated subset of {','.join(ENGINES + EXTRA_ENGINES)}")
     parser.add_argument("--workloads", default=None,
                         help=f"comma-separated subset of {','.join(WINDOW_WORKLOADS)} "
                              "(default: all; with --scaling: large_2m)")
@@ -337,8 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    if set(engines) - set(ENGINES):
-        parser.error(f"unknown engines: {', '.join(sorted(set(engines) - set(ENGINES)))}")
+    known = set(ENGINES + EXTRA_ENGINES)
+    if set(engines) - known:
+        parser.error(f"unknown engines: {', '.join(sorted(set(engines) - known))}")
     default_workloads = "large_2m" if args.scaling else ",".join(WINDOW_WORKLOADS)
     workloads = [w.strip() for w in (args.workloads or default_workloads).split(",")]
     if set(workloads) - set(WINDOW_WORKLOADS):

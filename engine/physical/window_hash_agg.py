@@ -54,6 +54,7 @@ from plansight.engine.physical.window_agg import (
     is_whole_partition,
     reversed_ordering,
 )
+from plansight.errors import InternalError, PlanError
 
 # bytes of working memory per row and window: codes, ranks, permutation, inverse, result
 _WORK_BYTES_PER_ROW = 40
@@ -124,8 +125,6 @@ class HashWindowAggExec(ExecutionPlan):
         fields = list(input.schema) + [pa.field(o.field_name, o.type) for o in outputs]
         super().__init__(pa.schema(fields))
         if len(windows) != len(outputs) or not windows:
-            from plansight.errors import PlanError
-
             raise PlanError("HashWindowAggExec needs one output column per window function")
         self.windows, self.outputs, self.input = list(windows), list(outputs), input
         self.sorts, self.plans = plan_permutations(self.windows)
@@ -215,8 +214,6 @@ class HashWindowAggExec(ExecutionPlan):
             if values.type != output.type:
                 values = values.cast(output.type)
             if len(values) != n:
-                from plansight.errors import InternalError
-
                 raise InternalError(f"window column has {len(values)} rows, expected {n}")
             columns[i] = values
         return [c for c in columns if c is not None]

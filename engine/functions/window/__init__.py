@@ -12,6 +12,11 @@ FILTER, DISTINCT and IGNORE NULLS.
                  │                                  ├─ lag / lead ────────────┤
                  └─ frame_bounds (ROWS|RANGE|GROUPS, EXCLUDE) ─┬─ first/last/nth ─┤─> pa.Array
                                                                └─ aggregates ─────┘
+
+For unsorted input the caller does not sort the rows themselves: ``permutation`` turns
+partition keys into integer codes and order keys into integer ranks and radix-sorts them
+into one permutation (only the key and argument arrays are permuted), and ``broadcast``
+evaluates whole-partition aggregates straight on the codes, without any permutation.
 """
 
 from __future__ import annotations
