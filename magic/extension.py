@@ -9,6 +9,7 @@ import threading
 
 _session = None
 _session_lock = threading.Lock()
+_options = None  # the shell's Query configurable, once the extension is loaded
 
 
 def get_session():
@@ -25,6 +26,8 @@ def get_session():
             import plansight as ps
 
             _session = ps.Session()
+            if _options is not None:
+                _options.apply_to(_session)
         return _session
 
 
@@ -37,7 +40,12 @@ def set_session(session) -> None:
 
 def load_ipython_extension(ipython) -> None:
     from plansight.magic.magic import PlansightMagics
+    from plansight.magic.options import Query
 
+    global _options
+    if _options is None or _options not in ipython.configurables:
+        _options = Query(parent=ipython)  # picks up config files and earlier %config
+        ipython.configurables.append(_options)
     ipython.register_magics(PlansightMagics)
 
 
@@ -45,3 +53,8 @@ def unload_ipython_extension(ipython) -> None:
     magics = ipython.magics_manager.magics
     for kind in ("line", "cell"):
         magics[kind].pop("query", None)
+
+
+def get_options():
+    """The ``Query`` configurable of this kernel (None before ``%load_ext plansight``)."""
+    return _options

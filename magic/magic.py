@@ -95,6 +95,13 @@ class PlansightMagics(Magics):
             return None
 
     # -- helpers --------------------------------------------------------------
+    @staticmethod
+    def _monitor(args) -> bool:
+        from plansight.magic.extension import get_options
+
+        options = get_options()
+        return not args.no_monitor and (options is None or options.monitor)
+
     def _run(self, args, sql: str):
         session = get_session()
         catalog = namespace_tables(sql, session.tables(), self.shell.user_ns)
@@ -118,7 +125,7 @@ class PlansightMagics(Magics):
             from plansight.profiling import profile_query
 
             profile = profile_query(query, execute=lambda observers: self._execute(
-                query, monitor=not args.no_monitor, observers=observers))
+                query, monitor=self._monitor(args), observers=observers))
             run = profile.run
             _display(profile)
             if args.trace:
@@ -129,7 +136,7 @@ class PlansightMagics(Magics):
                 else:
                     print(f"trace written to {path} (open it in https://ui.perfetto.dev)")
         else:
-            run = self._execute(query, monitor=not args.no_monitor)
+            run = self._execute(query, monitor=self._monitor(args))
         if getattr(query, "_explain", None) is not None:  # EXPLAIN [ANALYZE] written in SQL
             print(run.result.column(0)[0].as_py())
             return None

@@ -203,3 +203,22 @@ def test_colon_parameters_bind_namespace_values_as_typed_literals(ip, capsys):
     assert "parameter :nowhere has no value" in capsys.readouterr().err
     for name in ("low", "who"):
         ip.user_ns.pop(name)
+
+
+def test_config_sets_validated_kernel_defaults(ip, capsys):
+    from traitlets import TraitError
+
+    from plansight.magic import get_session
+    from plansight.magic.extension import get_options
+
+    ip.run_line_magic("config", "Query.batch_size = 1234")
+    assert get_session().get_option("batch_size") == 1234
+    ip.run_line_magic("config", "Query.memory_limit = '512MB'")
+    assert get_session().get_option("memory_limit") == 512_000_000
+    options = get_options()
+    with pytest.raises(TraitError, match="memory limit"):
+        options.memory_limit = "lots"
+    assert get_session().get_option("memory_limit") == 512_000_000  # unchanged
+    with pytest.raises(TraitError, match="default_null_order"):
+        options.default_null_order = "sideways"
+    options.memory_limit = None
