@@ -37,8 +37,8 @@ from plansight.engine.functions.window import evaluate_window
 from plansight.engine.functions.window.broadcast import broadcastable, whole_partition_aggregate
 from plansight.engine.functions.window.permutation import (
     partition_codes,
-    radix_argsort,
     reverse_within_runs,
+    sort_permutation,
     sort_ranks,
 )
 from plansight.engine.logical.expr import Column, Expr, Literal, SortKey, WindowCall
@@ -363,11 +363,11 @@ class _State:
                                   forward.starts)
         else:
             codes, count = self.codes(sort.partition_by)
-            keys = [(codes, max(1, (count - 1).bit_length()))] if count > 1 else []
+            keys = [(codes, count)] if count > 1 else []
             for k in sort.order_by:
                 ranks = self.ranks(k)
-                keys.append((ranks, max(1, int(ranks.max()).bit_length()) if len(ranks) else 1))
-            perm = radix_argsort(keys) if keys else np.arange(len(codes), dtype=np.int64)
+                keys.append((ranks, int(ranks.max()) + 1 if len(ranks) else 1))
+            perm = sort_permutation(keys) if keys else np.arange(len(codes), dtype=np.int64)
             # the permutation lists code 0's rows first, then code 1's, ...
             sizes = np.bincount(codes, minlength=count)
             starts = np.concatenate(([0], np.cumsum(sizes[sizes > 0]))).astype(np.int64)

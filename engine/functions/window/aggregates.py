@@ -4,12 +4,13 @@ Each aggregate picks the structure that answers an arbitrary frame in O(1) (or O
 DISTINCT), so a moving frame is never quadratic:
 
     count, count(*)          prefix sums of contributing flags
-    sum, avg                 exact int64 / compensated float prefix sums (``summation``)
+    sum, avg                 exact int64 / compensated float prefix sums (``summation``);
+                             fixed-width ROWS frames: blocked running sums (``sliding``)
     bool_and, bool_or        prefix sums of true and non-NULL flags
     stddev*, var*            compensated prefix sums of (x - c) and (x - c)**2, c = partition
                              mean, combined in double-double (``prefix_sums``)
     min, max                 whole partitions: one reduceat per partition, broadcast;
-                             fixed-width ROWS frames: van Herk / Gil-Werman (``sliding``);
+                             fixed-width ROWS frames: van Herk / Gil-Werman (``sliding``)
                              otherwise a blocked sparse table (``sparse_table``)
     string_agg               whole partitions: one list per partition; otherwise the frames
                              are materialized (``materialize``)
@@ -41,7 +42,7 @@ from .prefix_sums import (
     sum_over,
     two_prod,
 )
-from .sliding import sliding_applies, sliding_extremum
+from .sliding import sliding_applies, sliding_reduce
 from .sparse_table import RangeExtremum
 from .summation import (
     Summable,
@@ -126,7 +127,12 @@ def _aggregate(func: str, values: pa.Array, extra: list[pa.Array], contributing:
         return pa.array(count, type=pa.int64())
     if func in ("sum", "avg"):
         column = summable(values, contributing, func)
-        sums = [channel_sum(channel_prefix(c), segments) for c in column.channels]
+        if fixed_width is not None and whole is None:
+            before, after, partition_index = fixed_width
+            sums = [sliding_reduce(c, np.add, 0, partition_index, before, after)
+                    for c in column.channels]
+        else:
+            sums = [channel_sum(channel_prefix(c), segments) for c in column.channels]
         if func == "sum":
             check_int_overflow(column, _max_length(segments), sums[0], segments, func)
             return sum_result(column, sums, count, result_type)
@@ -176,7 +182,7 @@ def _extremum(func: str, values: pa.Array, contributing: np.ndarray, segments: S
     filled = np.where(contributing, numbers, identity)
     if fixed_width is not None and whole is None:
         before, after, partition_index = fixed_width
-        per_row = sliding_extremum(filled, op, identity, partition_index, before, after)
+        per_row = sliding_reduce(filled, op, identity, partition_index, before, after)
     elif whole is not None:
         sizes = np.diff(whole.partition_starts)
         starts = whole.partition_starts[:-1][sizes > 0]

@@ -259,6 +259,37 @@ def radix_argsort(keys: list[tuple[np.ndarray, int]]) -> np.ndarray:
     return permutation if n else np.zeros(0, dtype=np.int64)
 
 
+def sort_permutation(keys: list[tuple[np.ndarray, int]]) -> np.ndarray:
+    """Stable permutation sorting rows by ``keys`` (most significant first), each key given as
+    ``(values in 0..cardinality-1, cardinality)``.
+
+    When the keys combine into a small space (at most a few times the row count) and no two
+    rows share a key — e.g. a per-partition sequence number — every row's sorted position is
+    known without sorting: scatter row numbers into the key space and read the occupied
+    slots in order (O(n + space)). Otherwise, or on the first tie, LSD radix sort.
+
+    Example:
+        >>> sort_permutation([(np.array([1, 0, 1, 0]), 2), (np.array([5, 9, 2, 8]), 10)]).tolist()
+        [3, 1, 2, 0]
+    """
+    n = len(keys[0][0]) if keys else 0
+    space = 1
+    for _, cardinality in keys:
+        space *= max(int(cardinality), 1)
+    if keys and space <= 4 * n + 1024:
+        combined = np.asarray(keys[0][0]).astype(np.int64)
+        for values, cardinality in keys[1:]:
+            combined = combined * int(cardinality) + np.asarray(values).astype(np.int64)
+        slots = np.full(space, -1, dtype=np.int64)
+        slots[combined] = np.arange(n, dtype=np.int64)
+        permutation = slots[slots >= 0]
+        if len(permutation) == n:
+            return permutation
+        return radix_argsort([(combined, _bits(space - 1))])
+    return radix_argsort([(values, _bits(max(int(cardinality) - 1, 0)))
+                          for values, cardinality in keys])
+
+
 def run_starts(sorted_codes: np.ndarray) -> np.ndarray:
     """Start of every run of equal values in ``sorted_codes``, plus its length.
 

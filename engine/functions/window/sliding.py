@@ -1,4 +1,4 @@
-"""MIN/MAX over fixed-width ROWS frames in O(n), whatever the width (van Herk / Gil-Werman).
+"""MIN/MAX/SUM over fixed-width ROWS frames in O(n), whatever the width (van Herk / Gil-Werman).
 
 ``ROWS BETWEEN a PRECEDING AND b FOLLOWING`` covers rows ``[i - a, i + b]``: every frame has
 the same width ``w = a + b + 1`` except where the partition clips it. Padding every partition
@@ -6,7 +6,7 @@ with ``a`` identity values in front and ``b`` behind makes every frame exactly `
 without changing its result. Cut the padded array into blocks of ``w``; a window of width
 ``w`` starting at ``j`` spans at most two blocks, so
 
-    op(frame) = op(suffix[j], prefix[j + w - 1])
+    op(frame) = op(suffix[j], prefix[j + w - 1])     (just suffix[j] if j starts a block)
 
 with ``prefix``/``suffix`` the running op from each block's start / towards its end::
 
@@ -15,7 +15,10 @@ with ``prefix``/``suffix`` the running op from each block's start / towards its 
     frame j       [---------)   = suffix of one block + prefix of the next
 
 Three vector passes (prefix, suffix, one gather pair), independent of ``w``: a 10,001-row
-frame costs what a 101-row frame does. The padding grows the array by (a + b) per
+frame costs what a 101-row frame does. The two parts are disjoint, so the same works for
+SUM: each part adds at most ``w`` values in order, so a float sum carries the rounding of a
+``w``-row running sum (like a segment tree), never the cancellation of a prefix-sum
+difference deep into a long partition, and needs no compensation. The padding grows the array by (a + b) per
 partition, so many small partitions with a wide frame use the sparse table instead.
 """
 
@@ -32,17 +35,21 @@ def sliding_applies(num_rows: int, num_partitions: int, before: int, after: int)
         num_partitions * (before + after) <= MAX_GROWTH * max(num_rows, 1)
 
 
-def sliding_extremum(values: np.ndarray, op: np.ufunc, identity: object,
+def sliding_reduce(values: np.ndarray, op: np.ufunc, identity: object,
                      partition_index: np.ndarray, before: int, after: int) -> np.ndarray:
-    """``op`` over rows ``[i - before, i + after]`` of every row's partition.
+    """``op`` (an associative ufunc: minimum, fmin, maximum, add) over rows
+    ``[i - before, i + after]`` of every row's partition.
 
     ``values`` holds the identity where a row does not contribute; rows are sorted by
     partition (``partition_index`` non-decreasing, 0-based and dense).
 
     Example:
         >>> v = np.array([5, 3, 8, 1, 9, 2])
-        >>> sliding_extremum(v, np.minimum, 99, np.array([0, 0, 0, 0, 1, 1]), 1, 0).tolist()
+        >>> part = np.array([0, 0, 0, 0, 1, 1])
+        >>> sliding_reduce(v, np.minimum, 99, part, 1, 0).tolist()
         [5, 3, 3, 1, 9, 2]
+        >>> sliding_reduce(v, np.add, 0, part, 1, 1).tolist()
+        [8, 16, 12, 9, 11, 11]
     """
     n = len(values)
     if n == 0:
@@ -61,4 +68,10 @@ def sliding_extremum(values: np.ndarray, op: np.ufunc, identity: object,
     prefix = op.accumulate(columns, axis=0).T.ravel()
     suffix = op.accumulate(columns[::-1], axis=0)[::-1].T.ravel()
     first = position - before
-    return op(suffix[first], prefix[first + width - 1])
+    # a window starting on a block boundary is that block alone: its suffix (for SUM the
+    # next block's prefix must not count it twice)
+    tail = prefix[first + width - 1]
+    aligned = first % width == 0
+    if aligned.any():
+        tail = np.where(aligned, values.dtype.type(identity), tail)
+    return op(suffix[first], tail)
