@@ -224,7 +224,7 @@ class HashWindowAggExec(ExecutionPlan):
         args = [pa.scalar(a.value, a.type) if isinstance(a, Literal) else
                 state.permuted(a, perm) for a in window.args]
         # a whole-partition frame ignores the order: the permutation may not follow it
-        order_by = [] if plan.whole else list(window.order_by)
+        order_by = [] if plan.whole or not _needs_order_keys(window) else list(window.order_by)
         frame = None if plan.whole else window.frame
         if frame is not None and frame.unit == "range" and frame.has_offset:
             # RANGE offsets search the values themselves
@@ -291,6 +291,15 @@ class _Permutation:
             inverse[self.perm] = np.arange(len(self.perm), dtype=np.int64)
             self._inverse = pa.array(inverse)
         return values.take(self._inverse)
+
+
+def _needs_order_keys(window: WindowCall) -> bool:
+    """Whether the kernel reads the ORDER BY values (peer groups, RANGE offsets) rather than
+    only the row order the permutation already gives."""
+    if window.func in ("row_number", "ntile", "lag", "lead"):
+        return False
+    frame = window.frame
+    return frame is None or frame.unit != "rows" or frame.exclude in ("group", "ties")
 
 
 def _scatter_primitive(values: pa.Array, perm: np.ndarray) -> pa.Array | None:

@@ -6,20 +6,23 @@ with ``a`` identity values in front and ``b`` behind makes every frame exactly `
 without changing its result. Cut the padded array into blocks of ``w``; a window of width
 ``w`` starting at ``j`` spans at most two blocks, so
 
-    op(frame) = op(suffix[j], prefix[j + w - 1])     (just suffix[j] if j starts a block)
+    op(frame) = op(suffix[j], before[j + w])
 
-with ``prefix``/``suffix`` the running op from each block's start / towards its end::
+with ``suffix[k]`` the op from ``k`` to the end of its block and ``before[k]`` the op over
+the elements of k's block that come before ``k`` (the identity at a block start, so a frame
+that is exactly one block takes nothing from the next)::
 
     padded   . . | x x x x | . . | x x x | . .        (. = identity)
     blocks   [ w ][ w ][ w ][ w ] ...
-    frame j       [---------)   = suffix of one block + prefix of the next
+    frame j       [---------)   = suffix in one block + "before" in the next
 
-Three vector passes (prefix, suffix, one gather pair), independent of ``w``: a 10,001-row
+Three vector passes (two running ops, one gather pair), independent of ``w``: a 10,001-row
 frame costs what a 101-row frame does. The two parts are disjoint, so the same works for
 SUM: each part adds at most ``w`` values in order, so a float sum carries the rounding of a
 ``w``-row running sum (like a segment tree), never the cancellation of a prefix-sum
-difference deep into a long partition, and needs no compensation. The padding grows the array by (a + b) per
-partition, so many small partitions with a wide frame use the sparse table instead.
+difference deep into a long partition, and needs no compensation. The padding grows the
+array by (a + b) per partition, so many small partitions with a wide frame use the sparse
+table (MIN/MAX) or prefix sums (SUM) instead.
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ def sliding_reduce(values: np.ndarray, op: np.ufunc, identity: object,
         return values.copy()
     width = before + after + 1
     partitions = int(partition_index[-1]) + 1
-    padded_len = n + partitions * (before + after)
-    blocks = -(-padded_len // width)
+    # one spare block: a window ending in the last block still has a block after it
+    blocks = -(-(n + partitions * (before + after)) // width) + 1
     padded = np.full(blocks * width, identity, dtype=values.dtype)
     # row i sits after its own partition's front padding and every earlier partition's padding
     position = np.arange(n, dtype=np.int64) + before * (partition_index + 1) + \
@@ -65,13 +68,11 @@ def sliding_reduce(values: np.ndarray, op: np.ufunc, identity: object,
     padded[position] = values
     # (width, blocks): running op down axis 0 is `width` long vector operations
     columns = np.ascontiguousarray(padded.reshape(blocks, width).T)
-    prefix = op.accumulate(columns, axis=0).T.ravel()
     suffix = op.accumulate(columns[::-1], axis=0)[::-1].T.ravel()
+    # exclusive prefix: op over the block's elements *before* k (identity at a block start),
+    # so a window starting on a block boundary adds nothing from the next block
+    before_k = np.empty_like(columns)
+    before_k[0] = identity
+    op.accumulate(columns[:-1], axis=0, out=before_k[1:])
     first = position - before
-    # a window starting on a block boundary is that block alone: its suffix (for SUM the
-    # next block's prefix must not count it twice)
-    tail = prefix[first + width - 1]
-    aligned = first % width == 0
-    if aligned.any():
-        tail = np.where(aligned, values.dtype.type(identity), tail)
-    return op(suffix[first], tail)
+    return op(suffix[first], before_k.T.ravel()[first + width])
