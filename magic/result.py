@@ -95,16 +95,22 @@ class QueryResult:
     def _repr_html_(self) -> str:
         head, tail = self._visible_rows()
         esc = html.escape
+        # numbers right-aligned, everything else left, headers with their column
+        align = ["right" if pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or
+                 pa.types.is_decimal(f.type) else "left" for f in self.table.schema]
         header = "".join(
-            f"<th style='text-align:left'>{esc(field.name)}<br>"
+            f"<th style='text-align:{a}'>{esc(field.name)}<br>"
             f"<span style='font-weight:normal;color:#888'>{esc(str(field.type))}</span></th>"
-            for field in self.table.schema)
-        body = ["<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in head]
+            for field, a in zip(self.table.schema, align))
+
+        def cells(row) -> str:
+            return "".join(f"<td style='text-align:{a}'>{esc(v)}</td>" for v, a in zip(row, align))
+
+        body = [f"<tr>{cells(row)}</tr>" for row in head]
         if tail:
             body.append(f"<tr><td colspan='{max(1, self.table.num_columns)}' "
                         "style='text-align:center;color:#888'>&vellip;</td></tr>")
-            body += ["<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>"
-                     for row in tail]
+            body += [f"<tr>{cells(row)}</tr>" for row in tail]
         return ("<div class='plansight-result'><table class='dataframe'>"
                 f"<thead><tr>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>"
                 f"<small style='color:#888'>{esc(self._summary())}</small></div>")
