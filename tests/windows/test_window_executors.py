@@ -70,9 +70,11 @@ def test_whole_partition_aggregate_is_broadcast_without_permutation():
     assert "SortExec" not in plan
 
 
-def test_unsorted_input_is_hash_repartitioned_and_not_sorted():
+def test_unsorted_input_is_merged_not_shuffled_and_not_sorted():
+    """The single-pass executor gathers partitions (cheap) instead of hash-shuffling keys."""
     plan = _plan("SELECT id, rank() OVER (PARTITION BY p ORDER BY o) FROM t", partitions=3)
-    assert "RepartitionExec: partitioning=Hash([p], 3)" in plan and "SortExec" not in plan
+    assert "CoalescePartitionsExec" in plan
+    assert "RepartitionExec" not in plan and "SortExec" not in plan
 
 
 def test_windows_on_the_same_partition_share_one_operator_and_permutation():
