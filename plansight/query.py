@@ -12,7 +12,6 @@ from sqlglot import exp
 
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.events import (
-    Event,
     EventBus,
     QueryCancelled,
     QueryFailed,

@@ -6,7 +6,7 @@ frozen dataclasses; rules build new trees with ``dataclasses.replace`` / ``with_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from plansight.engine.logical.expr import AggregateCall, Column, Expr, SortKey, WindowCall
@@ -254,19 +254,6 @@ class Union(LogicalPlan):
 
     def display(self) -> str:
         return "Union"
-
-
-@dataclass(frozen=True, eq=False)
-class Explain(_SingleInput, LogicalPlan):
-    """Placeholder so that a statement list can carry EXPLAIN; not executed."""
-
-    input: LogicalPlan
-    analyze: bool = False
-    outputs: tuple[Column, ...] = field(default=())
-
-    @property
-    def columns(self) -> tuple[Column, ...]:
-        return self.input.columns
 
 
 def format_plan(plan: LogicalPlan, indent: int = 0) -> str:

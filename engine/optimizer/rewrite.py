@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from plansight.engine.logical import plan as lp
-from plansight.engine.logical.expr import Expr, SortKey
+from plansight.engine.logical.expr import SortKey
 
 
 def map_expressions(node: lp.LogicalPlan, fn) -> lp.LogicalPlan:

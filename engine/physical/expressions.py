@@ -87,6 +87,3 @@ def _evaluate_case(expr: Call, batch) -> pa.Array:
     order = np.argsort(np.concatenate(positions), kind="stable")
     return pa.concat_arrays(pieces).take(pa.array(order))
 
-
-def is_constant(expr: Expr) -> bool:
-    return isinstance(expr, Literal)

@@ -7,7 +7,6 @@ cross product with np.repeat / np.tile), then the shared JoinAssembler filters a
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.join_build import SharedBuild

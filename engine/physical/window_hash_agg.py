@@ -46,7 +46,6 @@ from plansight.engine.physical.expressions import evaluate, evaluate_predicate
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     ExecutionPlan,
-    hash_distribution,
 )
 from plansight.engine.physical.window_agg import (
     WindowAggExec,
@@ -128,9 +127,6 @@ class HashWindowAggExec(ExecutionPlan):
             raise PlanError("HashWindowAggExec needs one output column per window function")
         self.windows, self.outputs, self.input = list(windows), list(outputs), input
         self.sorts, self.plans = plan_permutations(self.windows)
-        first = self.windows[0].partition_by
-        self._common_partition = tuple(first) if first and all(
-            _same_partitions(w.partition_by, first) for w in self.windows) else None
 
     def children(self):
         return [self.input]

@@ -33,8 +33,6 @@ from plansight.engine.logical.expr import (
     SubqueryExpr,
     WindowCall,
     next_id,
-    replace_columns,
-    transform,
     walk,
 )
 from plansight.errors import NotSupportedError, PlanError, did_you_mean
@@ -955,7 +953,6 @@ class _Collector:
         if name is not None:
             call = self._aggregate(func_node)
             name, args, distinct = call.func, call.args, call.distinct
-            args = tuple(self._post_expr(a) for a in args)
             if name == "string_agg":
                 sep = dict(call.options).get("separator", ",")
                 args = args + (Literal(sep, pa.string()),)
@@ -986,9 +983,6 @@ class _Collector:
     def _post(self, node) -> Expr:
         """Bind an expression evaluated after aggregation (aggregates become placeholders)."""
         return self.binder.bind_expr(node, self.scope, _NoWindowCollector(self))
-
-    def _post_expr(self, expr: Expr) -> Expr:
-        return expr
 
     def _frame(self, spec: exp.WindowSpec, wf):
         unit = (spec.args.get("kind") or "rows").lower()
@@ -1078,4 +1072,4 @@ def _where(node: exp.Expression | None) -> str:
     return f" (line {line}, column {col})" if line else ""
 
 
-__all__ = ["Binder", "Scope", "replace_columns", "transform"]
+__all__ = ["Binder", "Scope"]
