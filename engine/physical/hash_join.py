@@ -116,7 +116,7 @@ class KeyIndex:
         for key, lookup in zip(keys, self.lookups):
             c, found = lookup.codes(key)
             valid &= found
-            codes, compress = self._combine(codes, c, lookup.cardinality, build=True)
+            codes, compress = self._combine(codes, c, lookup.cardinality)
             self.compress.append(compress)
         codes = np.where(valid, codes, -1) if codes is not None else np.empty(0, np.int64)
         self.dense: np.ndarray | None = None
@@ -134,8 +134,11 @@ class KeyIndex:
         self.counts = np.bincount(codes[codes >= 0], minlength=groups)
         self.starts = nulls + np.cumsum(self.counts) - self.counts
 
-    def _combine(self, codes, c, card, build):
+    def _combine(self, codes, c, card):
+        """Fold one more key column's codes into the combined codes, renumbering them
+        densely (and remembering how) before the code space could overflow int64."""
         if codes is None:
+            self._space = max(card, 1)
             return c, None
         combined = codes * card + c
         if self._space * card < _MAX_CODE:
