@@ -8,7 +8,9 @@ Partition-at-a-time, vectorized across partitions (DESIGN principle 3):
 
 A partition is complete as soon as a row of the next partition arrives, so it is emitted
 before the operator reads past the following batch; memory is bounded by the largest
-partition plus a batch, never the whole input (unless one partition is the whole input).
+partition plus a batch, never the whole input. A partition larger than the memory pool allows
+is streamed or folded over a spill file instead (``window_spill``), or fails with
+ResourcesExhausted when a window needs all of it at once.
 """
 
 from __future__ import annotations
@@ -148,6 +150,7 @@ class WindowAggExec(ExecutionPlan):
                 raise PlanError(f"WindowAggExec: ORDER BY of {window} is not served by the "
                                 f"input order [{', '.join(map(str, self.order_by))}]")
             self.directions.append(direction)
+        self.whole_partition = [is_whole_partition(w) for w in self.windows]
 
     def children(self):
         return [self.input]
@@ -174,32 +177,71 @@ class WindowAggExec(ExecutionPlan):
         return f"WindowAggExec: mode=partition-at-a-time, wdw=[{windows}]"
 
     def _execute(self, partition, ctx):
+        # window_spill builds on BoundedWindowAggExec, which imports this module
+        from plansight.engine.physical.window_spill import (
+            OVERSIZED_PIECES,
+            OpenRows,
+            evaluate_oversized,
+            oversized_partition_error,
+        )
+
         reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         carried: list[pa.RecordBatch] = []
+        pending: list[pa.RecordBatch] = []  # rows read past an oversized partition
+        stream = self.input.execute(partition, ctx)
         try:
-            for batch in self.input.execute(partition, ctx):
+            while True:
+                batch = pending.pop() if pending else next(stream, None)
+                if batch is None:
+                    break
                 if batch.num_rows == 0:
                     continue
-                reservation.grow(batch.nbytes)
-                carried.append(batch)
-                if not self.partition_by:
-                    continue  # one partition: complete only at the end
-                table = pa.Table.from_batches(carried).combine_chunks()
-                starts = self._starts(table)
-                last = int(starts[-2])  # the open partition starts here
-                if last == 0:
+                if reservation.try_grow(batch.nbytes):
+                    carried.append(batch)
+                    if not self.partition_by:
+                        continue  # one partition: complete only at the end
+                    table = pa.Table.from_batches(carried).combine_chunks()
+                    starts = self._starts(table)
+                    last = int(starts[-2])  # the open partition starts here
+                    if last == 0:
+                        continue
+                    metrics.set_max("peak_mem", reservation.size)
+                    yield from self._evaluate(table.slice(0, last), starts[:-1])
+                    rest = table.slice(last)
+                    carried = rest.to_batches()
+                    reservation.resize(rest.nbytes)
                     continue
+                # the pool said no: emit the complete partitions, then see whether the open
+                # one fits on its own; if not, it streams or spills (window_spill)
                 metrics.set_max("peak_mem", reservation.size)
-                yield from self._evaluate(table.slice(0, last), starts[:-1])
-                rest = table.slice(last)
-                carried = rest.to_batches()
-                reservation.resize(rest.nbytes)
+                table = pa.Table.from_batches(carried + [batch]).combine_chunks()
+                carried = []
+                if self.partition_by:
+                    starts = self._starts(table)
+                    last = int(starts[-2])
+                    if last:
+                        yield from self._evaluate(table.slice(0, last), starts[:-1])
+                        table = table.slice(last)
+                reservation.resize(0)
+                if reservation.try_grow(table.nbytes):
+                    carried = table.to_batches()
+                    continue
+                error = oversized_partition_error(self, reservation, table.nbytes, ctx)
+                if error is not None:
+                    raise error
+                limit = ctx.memory_pool.limit
+                rows = OpenRows(table, stream, self.partition_by, ctx.batch_size,
+                                float("inf") if limit is None else limit / OVERSIZED_PIECES)
+                yield from evaluate_oversized(self, rows, partition, ctx, metrics)
+                if rows.leftover is not None:
+                    pending.append(rows.leftover)
             if carried:
                 metrics.set_max("peak_mem", reservation.size)
                 table = pa.Table.from_batches(carried).combine_chunks()
                 yield from self._evaluate(table, self._starts(table))
         finally:
+            stream.close()
             reservation.free()
 
     def _starts(self, table: pa.Table) -> np.ndarray:

@@ -22,7 +22,10 @@ row order and batches; each gets the window columns appended as zero-copy slices
 
 The operator holds its whole input partition (like a sort would). When the memory pool
 refuses, it falls back to sorting: the held batches and the rest of the input go through
-SortExec (which spills) into the partition-at-a-time WindowAggExec.
+SortExec (which spills sorted runs and merges them) into the sorted executors —
+BoundedWindowAggExec where every frame ends a bounded distance ahead, else the
+partition-at-a-time WindowAggExec, which streams or folds a partition larger than memory
+(``window_spill``). The spills of these internal stages count on this operator.
 """
 
 from __future__ import annotations
@@ -244,10 +247,17 @@ class HashWindowAggExec(ExecutionPlan):
 
     def _sorting_fallback(self, partition, ctx, held: list[pa.RecordBatch],
                           rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Out of memory: the held batches plus the rest of the input go through sorts."""
+        """Out of memory: the held batches plus the rest of the input go through sorts (which
+        spill) into the sorted executors: streaming where every frame allows, else
+        partition-at-a-time (which streams or folds a partition larger than memory)."""
+        from plansight.engine.physical.bounded_window_agg import (
+            BoundedWindowAggExec,
+            bounded_supported,
+        )
         from plansight.engine.physical.sort import SortExec
 
         plan: ExecutionPlan = _ReplayExec(self.input.schema, held, rest)
+        stages: list[ExecutionPlan] = []
         groups: dict[tuple, list[int]] = {}
         for i, w in enumerate(self.windows):
             groups.setdefault((tuple(w.partition_by), tuple(w.order_by)), []).append(i)
@@ -256,15 +266,31 @@ class HashWindowAggExec(ExecutionPlan):
             keys = [SortKey(e) for e in partition_by] + list(order_by)
             if keys:
                 plan = SortExec(keys, plan, preserve_partitioning=True)
-            plan = WindowAggExec([self.windows[i] for i in indices],
-                                 [self.outputs[i] for i in indices], plan)
+                stages.append(plan)
+            windows = [self.windows[i] for i in indices]
+            outputs = [self.outputs[i] for i in indices]
+            if order_by and all(bounded_supported(w) for w in windows):
+                plan = BoundedWindowAggExec(windows, outputs, plan)
+            else:
+                plan = WindowAggExec(windows, outputs, plan)
+            stages.append(plan)
             order += indices
         width = len(self.input.schema)
         position = {index: width + k for k, index in enumerate(order)}
         select = list(range(width)) + [position[i] for i in range(len(self.windows))]
-        for batch in plan.execute(partition, ctx):
-            yield pa.RecordBatch.from_arrays([batch.column(i) for i in select],
-                                             schema=self.schema)
+        try:
+            for batch in plan.execute(partition, ctx):
+                yield pa.RecordBatch.from_arrays([batch.column(i) for i in select],
+                                                 schema=self.schema)
+        finally:
+            # the internal stages are not in the plan tree: EXPLAIN ANALYZE shows their
+            # spills on this operator
+            metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+            for stage in stages:
+                inner = ctx.metrics.for_partition(stage.operator_id, stage.name, partition)
+                for name in ("spill_count", "spilled_bytes", "spilled_rows"):
+                    metrics.add(name, inner[name])
+                metrics.set_max("peak_mem", inner["peak_mem"])
 
 
 class _Permutation:
@@ -395,5 +421,7 @@ class _ReplayExec(ExecutionPlan):
 
     def _execute(self, partition, ctx):
         held, self.held = self.held, []
-        yield from held
+        held.reverse()
+        while held:  # let go of each batch once handed on: the sort reserves what it keeps
+            yield held.pop()
         yield from self.rest
