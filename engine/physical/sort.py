@@ -15,8 +15,10 @@ below FAN_IN before batches shrink below MIN_RUN_BATCH_BYTES). The buffer is cap
 partition's share of the limit minus that budget, so a greedy sibling cannot starve the
 others' merges. Sorting takes the sorted rows a chunk at a time from the buffer, never a
 second sorted copy of it; a sort that ends with the pool nearly full writes its last run to
-disk too, leaving the memory to whoever consumes its output. Runs are consecutive pieces of
-the input and the merge is stable, so the output equals the in-memory sort's, ties included.
+disk too, leaving the memory to whoever consumes its output. With ``headroom`` the buffer
+also spills before the pool's free memory drops below it: sorts chained through window
+stages (which cannot spill) leave those stages room. Runs are consecutive pieces of the
+input and the merge is stable, so the output equals the in-memory sort's, ties included.
 
 With ``fetch`` it runs as top-k and never spills: candidates are cut back to k whenever they
 exceed 2k + a batch, so memory stays O(k + batch) instead of O(input).
@@ -72,16 +74,20 @@ class SortExec(ExecutionPlan):
     name = "SortExec"
 
     def __init__(self, keys: list[SortKey], input: ExecutionPlan, fetch: int | None = None,
-                 preserve_partitioning: bool = False):
+                 preserve_partitioning: bool = False, headroom: int = 0):
         super().__init__(input.schema)
         self.keys, self.input, self.fetch = list(keys), input, fetch
         self.preserve_partitioning = preserve_partitioning
+        # bytes of the pool the buffer leaves free for the operators around the sort that
+        # cannot spill (a window's partition buffer between two sorts)
+        self.headroom = headroom
 
     def children(self):
         return [self.input]
 
     def with_new_children(self, children):
-        return SortExec(self.keys, children[0], self.fetch, self.preserve_partitioning)
+        return SortExec(self.keys, children[0], self.fetch, self.preserve_partitioning,
+                        self.headroom)
 
     def required_input_distribution(self):
         return [UNSPECIFIED if self.preserve_partitioning else SINGLE_PARTITION]
@@ -183,7 +189,7 @@ class _ExternalSort:
 
     def insert(self, batch: pa.RecordBatch) -> None:
         if self.reservation.size + batch.nbytes <= self.buffer_cap and \
-                self.reservation.try_grow(batch.nbytes):
+                self._leaves_headroom(batch.nbytes) and self.reservation.try_grow(batch.nbytes):
             self.batches.append(batch)
             return
         # the pool said no: sort what is held, write it as a run, release its memory
@@ -192,11 +198,17 @@ class _ExternalSort:
             self.batches = []
             self.reservation.resize(0)
         self._reserve_merge_budget()
-        if batch.nbytes <= self.buffer_cap and self.reservation.try_grow(batch.nbytes):
+        if batch.nbytes <= self.buffer_cap and self._leaves_headroom(batch.nbytes) and \
+                self.reservation.try_grow(batch.nbytes):
             self.batches.append(batch)
         else:  # bigger than all the pool has left: a run of its own
             self._spill([batch])
             self._reserve_merge_budget()
+
+    def _leaves_headroom(self, additional: int) -> bool:
+        pool = self.ctx.memory_pool
+        return not self.plan.headroom or pool.limit is None or \
+            pool.limit - pool.reserved - additional >= self.plan.headroom
 
     def _siblings(self) -> int:
         plan = self.plan

@@ -179,7 +179,6 @@ class WindowAggExec(ExecutionPlan):
     def _execute(self, partition, ctx):
         # window_spill builds on BoundedWindowAggExec, which imports this module
         from plansight.engine.physical.window_spill import (
-            OVERSIZED_PIECES,
             OpenRows,
             evaluate_oversized,
             oversized_partition_error,
@@ -230,9 +229,7 @@ class WindowAggExec(ExecutionPlan):
                 error = oversized_partition_error(self, reservation, table.nbytes, ctx)
                 if error is not None:
                     raise error
-                limit = ctx.memory_pool.limit
-                rows = OpenRows(table, stream, self.partition_by, ctx.batch_size,
-                                float("inf") if limit is None else limit / OVERSIZED_PIECES)
+                rows = OpenRows(table, stream, self.partition_by, ctx.batch_size)
                 yield from evaluate_oversized(self, rows, partition, ctx, metrics)
                 if rows.leftover is not None:
                     pending.append(rows.leftover)

@@ -58,6 +58,8 @@ from plansight.engine.physical.window_agg import (
 )
 from plansight.errors import InternalError, PlanError
 
+#: The sorts of the fallback leave 1/SORT_HEADROOM of the pool to the window stages.
+SORT_HEADROOM = 8
 # bytes of working memory per row and window: codes, ranks, permutation, inverse, result
 _WORK_BYTES_PER_ROW = 40
 
@@ -178,6 +180,7 @@ class HashWindowAggExec(ExecutionPlan):
                 batches.append(batch)
                 work = batch.num_rows * _WORK_BYTES_PER_ROW * len(self.windows)
                 if not reservation.try_grow(batch.nbytes + work):
+                    metrics.set_max("peak_mem", reservation.size)
                     reservation.free()
                     yield from self._sorting_fallback(partition, ctx, batches, stream)
                     return
@@ -257,6 +260,9 @@ class HashWindowAggExec(ExecutionPlan):
         from plansight.engine.physical.sort import SortExec
 
         plan: ExecutionPlan = _ReplayExec(self.input.schema, held, rest)
+        # the window stages between the sorts cannot spill: each sort leaves them room
+        limit = ctx.memory_pool.limit
+        headroom = 0 if limit is None else limit // SORT_HEADROOM
         stages: list[ExecutionPlan] = []
         groups: dict[tuple, list[int]] = {}
         for i, w in enumerate(self.windows):
@@ -265,7 +271,7 @@ class HashWindowAggExec(ExecutionPlan):
         for (partition_by, order_by), indices in groups.items():
             keys = [SortKey(e) for e in partition_by] + list(order_by)
             if keys:
-                plan = SortExec(keys, plan, preserve_partitioning=True)
+                plan = SortExec(keys, plan, preserve_partitioning=True, headroom=headroom)
                 stages.append(plan)
             windows = [self.windows[i] for i in indices]
             outputs = [self.outputs[i] for i in indices]

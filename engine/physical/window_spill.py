@@ -70,41 +70,34 @@ def streamable(window: WindowCall, direction: str) -> bool:
 class OpenRows:
     """The rows of one partition still arriving on the input, and what follows them.
 
-    ``rows()`` yields the partition's rows in pieces of at most ``chunk_bytes``, starting
-    with ``head``, and stops at the first row of the next partition, which it leaves in
-    ``leftover`` for the caller. Small pieces keep the streaming executor's buffer (context
-    plus one piece) small when the pool is nearly full.
+    ``rows()`` yields the partition's batches, starting with ``head``, and stops at the first
+    row of the next partition, which it leaves in ``leftover`` for the caller.
     """
 
     head: pa.Table
     stream: Iterator[pa.RecordBatch]
     partition_by: list
     batch_size: int
-    chunk_bytes: float = float("inf")
     leftover: pa.RecordBatch | None = None
 
     def rows(self) -> Iterator[pa.RecordBatch]:
         keys = [evaluate(e, self.head.slice(0, 1)) for e in self.partition_by]
         head, self.head = self.head, self.head.slice(0, 0)
-        for batch in head.to_batches():
-            yield from self._pieces(batch)
-        del head, batch
+        batches = head.to_batches(max_chunksize=self.batch_size)
+        del head
+        batches.reverse()
+        while batches:  # each piece of the head is let go of once handed on
+            yield batches.pop()
         for batch in self.stream:
             if batch.num_rows == 0:
                 continue
             end = self._partition_end(keys, batch)
             if end < batch.num_rows:
                 if end:
-                    yield from self._pieces(batch.slice(0, end))
+                    yield batch.slice(0, end)
                 self.leftover = batch.slice(end)
                 return
-            yield from self._pieces(batch)
-
-    def _pieces(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-        row_bytes = max(1, batch.nbytes // max(1, batch.num_rows))
-        rows = int(max(256, min(self.batch_size, self.chunk_bytes // row_bytes)))
-        for offset in range(0, batch.num_rows, rows):
-            yield batch.slice(offset, rows)
+            yield batch
 
     def _partition_end(self, keys: list[pa.Array], batch: pa.RecordBatch) -> int:
         """Rows of ``batch`` before the first one outside the partition of ``keys``."""
@@ -114,6 +107,17 @@ class OpenRows:
                    for key, e in zip(keys, self.partition_by)]
         starts = partition_starts(columns, batch.num_rows + 1)
         return int(starts[1]) - 1 if len(starts) > 2 else batch.num_rows
+
+
+def _pieces(batches: Iterator[pa.RecordBatch], batch_size: int,
+            piece_bytes: float) -> Iterator[pa.RecordBatch]:
+    """``batches`` cut to at most ``piece_bytes``: the streaming executor's buffer (context
+    plus one piece) stays small when the pool is nearly full."""
+    for batch in batches:
+        row_bytes = max(1, batch.nbytes // max(1, batch.num_rows))
+        rows = int(max(256, min(batch_size, piece_bytes // row_bytes)))
+        for offset in range(0, batch.num_rows, rows):
+            yield batch.slice(offset, rows)
 
 
 class _Fold:
@@ -195,6 +199,10 @@ def evaluate_oversized(plan, open_rows: OpenRows, partition: int, ctx,
     if folds:
         source = _fold_and_read_back(source, list(folds.values()), plan.input.schema, ctx,
                                      metrics)
+    if len(folds) < len(plan.windows):
+        limit = ctx.memory_pool.limit
+        source = _pieces(source, ctx.batch_size,
+                         float("inf") if limit is None else limit / OVERSIZED_PIECES)
     # windows sharing PARTITION BY and ORDER BY stream through one BoundedWindowAggExec
     groups: dict[tuple, list[int]] = {}
     for i, window in enumerate(plan.windows):
