@@ -33,8 +33,14 @@ WORKLOADS = {
     "scan": "SELECT k, v, g, s FROM t",
     # external sort: runs spilled, merged in levels
     "sort": "SELECT k, v, s FROM t ORDER BY k, v",
-    # hash repartition for the window (its queues spill), then the window's own buffers
+    # window over 1000 partitions: HashWindowAggExec, refused by the pool, sorts (spilling
+    # runs) into the streaming executor
     "window": "SELECT g, v, row_number() OVER (PARTITION BY g ORDER BY v) AS r FROM t",
+    # one partition larger than memory, whole-partition aggregates: folded while its rows are
+    # spilled, broadcast on the read-back
+    "window_whole": "SELECT k, v, sum(v) OVER () AS total, max(v) OVER () AS top FROM t",
+    # one partition larger than memory, moving frame: sorted (spilling), then streamed
+    "window_moving": "SELECT k, v, sum(v) OVER (ORDER BY k ROWS 100 PRECEDING) AS s FROM t",
     # grouped aggregation (no aggregate spilling yet: expected to fail far below its data)
     "aggregate": "SELECT g, sum(v) AS total, count(*) AS n FROM t GROUP BY g",
 }
@@ -220,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", default="16MB", help="memory limit (default 16MB)")
     parser.add_argument("--sizes", default="5,20",
                         help="input sizes as multiples of the limit (default 5,20)")
-    parser.add_argument("--workloads", default="scan,sort,window,aggregate",
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help=f"comma-separated, of {', '.join(WORKLOADS)} "
                         "(default: all)")
     parser.add_argument("--partitions", type=int, default=2, help="target_partitions")

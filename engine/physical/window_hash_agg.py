@@ -289,13 +289,13 @@ class HashWindowAggExec(ExecutionPlan):
                 yield pa.RecordBatch.from_arrays([batch.column(i) for i in select],
                                                  schema=self.schema)
         finally:
-            # the internal stages are not in the plan tree: EXPLAIN ANALYZE shows their
-            # spills on this operator
+            # the internal stages are not in the plan tree: their spills move to this
+            # operator, for EXPLAIN ANALYZE (moved, not copied: totals stay right)
             metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
             for stage in stages:
                 inner = ctx.metrics.for_partition(stage.operator_id, stage.name, partition)
                 for name in ("spill_count", "spilled_bytes", "spilled_rows"):
-                    metrics.add(name, inner[name])
+                    metrics.add(name, inner.values.pop(name, 0))
                 metrics.set_max("peak_mem", inner["peak_mem"])
 
 

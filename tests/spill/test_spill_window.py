@@ -104,6 +104,8 @@ def test_whole_partition_aggregates_over_one_giant_partition(big, tmp_path):
     spilled = _spilled(run)
     assert spilled["spill_count"] > 0 and spilled["spilled_rows"] >= ROWS
     assert recorder.spills == len(run.spills) > 0
+    totals = run.ctx.metrics.snapshot().values()  # every operator, internal stages too
+    assert sum(m.get("spilled_rows", 0) for m in totals) == spilled["spilled_rows"]
     assert any(operator == "WindowAggExec" for operator, *_ in run.spills)
 
 
@@ -125,7 +127,11 @@ def test_moving_frames_over_one_giant_partition_through_the_hash_executor(big, t
     run, _ = _run_limited(big, MOVING, tmp_path)
     assert isinstance(run.plan.children()[0], HashWindowAggExec)
     _same_rows(run.result, _unlimited(big, MOVING))
-    assert _spilled(run)["spill_count"] > 0  # the fallback's sort
+    spilled = _spilled(run)  # the fallback's sorts, shown on HashWindowAggExec
+    assert spilled["spill_count"] > 0
+    totals = run.ctx.metrics.snapshot().values()  # moved from the internal stages, not copied
+    assert sum(m.get("spill_count", 0) for m in totals) == spilled["spill_count"]
+    assert sum(rows for _, _, rows, _ in run.spills) == spilled["spilled_rows"]
     assert "HashWindowAggExec" in run.explain_analyze().split("spill_count=")[0]
 
 
