@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from plansight.engine.logical.expr import Expr
+from plansight.engine.physical.equivalence import equalities
 from plansight.engine.physical.expressions import evaluate_predicate
 from plansight.engine.physical.plan import ExecutionPlan
 
@@ -22,6 +23,10 @@ class FilterExec(ExecutionPlan):
 
     def maintains_input_order(self):
         return [True]
+
+    def _compute_equivalences(self):
+        # rows passing ``a = b`` have a equal to b (a NULL on either side fails the filter)
+        return self.input.equivalences().with_equal(equalities(self.predicate))
 
     def display(self) -> str:
         return f"FilterExec: {self.predicate}"

@@ -214,7 +214,28 @@ class HashJoinExec(ExecutionPlan):
         return [SINGLE_PARTITION, SINGLE_PARTITION if needs_all_probe else UNSPECIFIED]
 
     def output_partitioning(self):
-        return Partitioning(self.right.output_partitioning().count)
+        probe = self.right.output_partitioning()
+        if self.partitions is not None:
+            # partition p joins build rows and probe rows whose keys hash to p; a side whose
+            # unmatched rows are NULL-extended no longer places rows by its key
+            if self.join_type in ("inner", "right", "right_semi", "right_anti"):
+                return Partitioning(self.partitions, tuple(right for _, right in self.on))
+            if self.join_type in ("left", "left_semi", "left_anti"):
+                return Partitioning(self.partitions, tuple(left for left, _ in self.on))
+            return Partitioning(self.partitions)
+        if probe.hash_exprs is not None and \
+                self.join_type in ("inner", "right", "right_semi", "right_anti"):
+            return probe  # every probe row stays in its partition
+        return Partitioning(probe.count)
+
+    def _compute_equivalences(self):
+        both = self.left.equivalences().union(self.right.equivalences()).restrict(
+            self.schema.names)
+        if self.join_type != "inner":
+            # an outer join's NULL-extended key is NULL where the other is not; semi and
+            # anti joins output one side only
+            return both
+        return both.with_equal(self.on)
 
     def maintains_input_order(self):
         return [False, self.join_type in ("inner", "right_semi", "right_anti")]

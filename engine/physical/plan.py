@@ -19,6 +19,7 @@ import pyarrow as pa
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.events import BatchProduced, OperatorFinished, OperatorStarted
 from plansight.engine.logical.expr import Expr, SortKey
+from plansight.engine.physical.equivalence import NONE, Equivalences
 
 _operator_ids = itertools.count(1)
 
@@ -46,18 +47,25 @@ class Distribution:
     exprs: tuple[Expr, ...] = ()
     partitions: int | None = None  # co-partitioned joins need exactly this many
 
-    def satisfied_by(self, partitioning: Partitioning) -> bool:
+    def satisfied_by(self, partitioning: Partitioning,
+                     equivalences: Equivalences = NONE) -> bool:
+        """Whether ``partitioning`` meets this requirement; a hash key may stand for any
+        column ``equivalences`` knows equal to it (rows equal on one are equal on both)."""
         if self.kind == "unspecified":
             return True
         if self.partitions is not None:
             return partitioning.count == self.partitions and \
-                tuple(partitioning.hash_exprs or ()) == tuple(self.exprs)
+                _same_exprs(partitioning.hash_exprs or (), self.exprs, equivalences)
         if partitioning.count == 1:
             return True
         if self.kind == "single":
             return False
         return partitioning.hash_exprs is not None and \
-            tuple(partitioning.hash_exprs) == tuple(self.exprs)
+            _same_exprs(partitioning.hash_exprs, self.exprs, equivalences)
+
+
+def _same_exprs(have, want, equivalences: Equivalences) -> bool:
+    return len(have) == len(want) and all(equivalences.same(a, b) for a, b in zip(have, want))
 
 
 UNSPECIFIED = Distribution()
@@ -73,13 +81,17 @@ def hash_distribution(exprs, partitions: int | None = None) -> Distribution:
 Ordering = tuple[SortKey, ...]
 
 
-def ordering_satisfies(have: Ordering | None, want: Ordering | None) -> bool:
-    """Whether rows sorted by ``have`` are also sorted by ``want`` (prefix match)."""
+def ordering_satisfies(have: Ordering | None, want: Ordering | None,
+                       equivalences: Equivalences = NONE) -> bool:
+    """Whether rows sorted by ``have`` are also sorted by ``want`` (prefix match, once keys
+    are replaced by their equivalence class and repeated classes dropped)."""
     if not want:
         return True
-    if not have or len(have) < len(want):
+    if not have:
         return False
-    return all(a == b for a, b in zip(have, want))
+    have_keys = equivalences.normalize_ordering(have)
+    want_keys = equivalences.normalize_ordering(want)
+    return len(have_keys) >= len(want_keys) and have_keys[:len(want_keys)] == want_keys
 
 
 # ----------------------------------------------------------------------------- the interface
@@ -121,6 +133,24 @@ class ExecutionPlan:
 
     def benefits_from_partitioning(self) -> list[bool]:
         return [False] * len(self.children())
+
+    def equivalences(self) -> Equivalences:
+        """Classes of output columns known equal in every row (see equivalence.py).
+
+        Default: a single input's classes, restricted to the columns this operator outputs;
+        nothing for several inputs (a UNION's branches need not agree).
+        """
+        cached = getattr(self, "_equivalences", None)
+        if cached is None:
+            cached = self._compute_equivalences()
+            self._equivalences = cached
+        return cached
+
+    def _compute_equivalences(self) -> Equivalences:
+        children = self.children()
+        if len(children) != 1:
+            return NONE
+        return children[0].equivalences().restrict(self.schema.names)
 
     def display(self) -> str:
         return self.name

@@ -20,7 +20,7 @@ from plansight.engine.physical.filter import FilterExec
 from plansight.engine.physical.hash_join import HashJoinExec
 from plansight.engine.physical.limit import GlobalLimitExec
 from plansight.engine.physical.nested_loop_join import NestedLoopJoinExec
-from plansight.engine.physical.plan import ExecutionPlan
+from plansight.engine.physical.plan import ExecutionPlan, hash_distribution, ordering_satisfies
 from plansight.engine.physical.projection import ProjectionExec
 from plansight.engine.physical.scan import DataSourceExec
 from plansight.engine.physical.sort import SortExec
@@ -81,6 +81,11 @@ class PhysicalPlanner:
 
     def _plan_sort(self, node: lp.Sort) -> ExecutionPlan:
         child = self.plan(node.input)
+        if ordering_satisfies(child.output_ordering(), tuple(node.keys), child.equivalences()):
+            # already sorted (perhaps on a column known equal to the key): merge at most
+            if child.output_partitioning().count > 1:
+                return SortPreservingMergeExec(list(node.keys), child, fetch=node.fetch)
+            return child if node.fetch is None else GlobalLimitExec(child, 0, node.fetch)
         if child.output_partitioning().count > 1:
             # sort (or top-k) every partition in parallel, then merge the sorted runs
             local = SortExec(list(node.keys), child, fetch=node.fetch, preserve_partitioning=True)
@@ -145,7 +150,13 @@ class PhysicalPlanner:
         pre = ProjectionExec(exprs, outputs, child)
         keys = list(node.group_outputs)
         schema = schema_of(node.group_outputs + node.aggregate_outputs)
-        if pre.output_partitioning().count > 1 and all(is_decomposable(s) for s in specs):
+        partitioning = pre.output_partitioning()
+        # an input already hash-partitioned on the keys (or on columns equal to them, as
+        # after a partitioned join) has every group in one partition: one phase suffices
+        partitioned = bool(keys) and hash_distribution(keys).satisfied_by(
+            partitioning, pre.equivalences())
+        if partitioning.count > 1 and not partitioned and \
+                all(is_decomposable(s) for s in specs):
             # two phases: only one state row per group and chunk crosses the repartition
             states = [st for s in specs for st in partial_specs(s)]
             partial_schema = pa.schema([pa.field(k.field_name, k.type) for k in keys] +

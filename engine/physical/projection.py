@@ -29,9 +29,17 @@ class ProjectionExec(ExecutionPlan):
         return [True]
 
     def _rename(self, expr: Expr) -> Expr | None:
+        """The output column carrying ``expr`` (or a column known equal to it), if any."""
         if isinstance(expr, Column):
-            return self._renames.get(expr.id)
+            for member in self.input.equivalences().members(expr):
+                renamed = self._renames.get(member.id)
+                if renamed is not None:
+                    return renamed
         return None
+
+    def _compute_equivalences(self):
+        return self.input.equivalences().project(
+            (e, o) for e, o in zip(self.exprs, self.outputs) if isinstance(e, Column))
 
     def output_ordering(self):
         ordering = self.input.output_ordering() or ()

@@ -25,13 +25,15 @@ def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> Executio
     new_children = []
     for child, distribution, ordering in zip(children, distributions, orderings):
         partitioning = child.output_partitioning()
-        if not distribution.satisfied_by(partitioning):
+        equivalences = child.equivalences()
+        if not distribution.satisfied_by(partitioning, equivalences):
             if distribution.kind == "single":
                 child = _merge(child)
             else:
                 child = _repartition(child, distribution.exprs,
                                      distribution.partitions or target_partitions)
-        if ordering and not ordering_satisfies(child.output_ordering(), ordering):
+        if ordering and not ordering_satisfies(child.output_ordering(), ordering,
+                                               child.equivalences()):
             child = SortExec(list(ordering), child,
                              preserve_partitioning=child.output_partitioning().count > 1)
         new_children.append(child)
