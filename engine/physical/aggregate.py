@@ -9,6 +9,10 @@ Modes:
     Final    per hash partition of the keys: merge the states, finish (avg = sum / count).
 
     scan ─▶ Partial ─▶ Repartition(Hash(keys)) ─▶ Final      (only a few rows cross threads)
+
+Input sorted on the group keys (``ordering_mode=Sorted`` in EXPLAIN, any mode): groups arrive
+one after another, so they stream out as each completes, without a hash table or a buffer
+of the input (sorted_groups.py).
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ from plansight.engine.functions.aggregate import (
     AggregateSpec,
     aggregate_table,
     finish_merged,
+    is_decomposable,
     merge_specs,
     partial_specs,
 )
 from plansight.engine.exec.spill import SpillFile, spill_manager
-from plansight.engine.logical.expr import Column
+from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.repartition import hash_rows
+from plansight.engine.physical.sorted_groups import RowCarry, StateCarry, comparable
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     UNSPECIFIED,
@@ -43,6 +49,8 @@ class AggregateExec(ExecutionPlan):
                  schema: pa.Schema, mode: str = "Single"):
         super().__init__(schema)
         self.input, self.keys, self.specs, self.mode = input, list(keys), list(specs), mode
+        # rows sorted on the group keys arrive group after group: stream, no hash table
+        self.sorted_prefix = self._sorted_key_prefix()
 
     def children(self):
         return [self.input]
@@ -63,17 +71,40 @@ class AggregateExec(ExecutionPlan):
             return Partitioning(part.count)
         return Partitioning(part.count, tuple(self.keys) if part.count > 1 else None)
 
+    def _sorted_key_prefix(self) -> tuple[SortKey, ...] | None:
+        """The input ordering's leading keys when they are the group keys (any order and
+        direction, or columns known equal to them), as key columns; else None."""
+        ordering = self.input.output_ordering()
+        if not self.keys or not ordering:
+            return None
+        if not all(comparable(self.input.schema.field(k.field_name).type) for k in self.keys):
+            return None
+        equivalences = self.input.equivalences()
+        classes = {equivalences.representative(k): k for k in self.keys}
+        prefix = equivalences.normalize_ordering(ordering)[:len(classes)]
+        if {rep for rep, _, _ in prefix} != set(classes):
+            return None
+        return tuple(SortKey(classes[rep], descending, nulls_first)
+                     for rep, descending, nulls_first in prefix)
+
+    def output_ordering(self):
+        return self.sorted_prefix
+
     def display(self) -> str:
         keys = ", ".join(k.name for k in self.keys)
         aggs = ", ".join(
             f"{s.func}({'DISTINCT ' if s.distinct else ''}{s.column.split('#')[0] if s.column else '*'})"
             for s in self.specs)
-        return f"AggregateExec: mode={self.mode}, gby=[{keys}], aggr=[{aggs}]"
+        ordering = ", ordering_mode=Sorted" if self.sorted_prefix else ""
+        return f"AggregateExec: mode={self.mode}{ordering}, gby=[{keys}], aggr=[{aggs}]"
 
     PARTIAL_CHUNK_ROWS = 1 << 20
     SPILL_BUCKETS = 16
 
     def _execute(self, partition, ctx):
+        if self.sorted_prefix:
+            yield from self._execute_sorted(partition, ctx)
+            return
         name = f"{self.name}({self.mode})[{partition}]"
         # a partial aggregate never spills: under pressure it flushes its states downstream
         reservation = ctx.memory_pool.register(name, can_spill=self.mode != "Partial" and
@@ -131,6 +162,31 @@ class AggregateExec(ExecutionPlan):
                 for writer in buckets:
                     if not isinstance(writer, SpillFile):
                         writer.abort()
+            reservation.free()
+
+    def _execute_sorted(self, partition, ctx):
+        """Emit each group once the next one starts; hold only the open group."""
+        reservation = ctx.memory_pool.register(f"{self.name}({self.mode})[{partition}]")
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        keys = [k.field_name for k in self.keys]
+        if all(is_decomposable(s) for s in self.specs):
+            carry = StateCarry(keys, self.specs, self.schema, input_is_states=self.mode == "Final",
+                               finish=self.mode != "Partial")
+        else:
+            carry = RowCarry(keys, self.specs, self.schema)
+        try:
+            for batch in self.input.execute(partition, ctx):
+                for table in carry.push(batch):
+                    yield from table.to_batches(max_chunksize=ctx.batch_size)
+                held = carry.held_bytes
+                if held > reservation.size:
+                    reservation.grow(held - reservation.size)  # one group must fit
+                    metrics.set_max("peak_mem", reservation.size)
+                else:
+                    reservation.resize(held)
+            for table in carry.finish():
+                yield from table.to_batches(max_chunksize=ctx.batch_size)
+        finally:
             reservation.free()
 
     def _aggregate(self, table: pa.Table, keys: list[str], ctx):

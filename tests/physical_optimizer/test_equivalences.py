@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-
-import plansight as ps
 from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical import planner
 from plansight.engine.physical.equivalence import Equivalences
 from plansight.engine.physical.plan import Partitioning, hash_distribution, ordering_satisfies
+
+import plansight as ps
 from tests.differential.harness import check
 
 PARTITIONS = [1, 2, 3, 8]
@@ -42,7 +42,10 @@ def partitioned_joins(monkeypatch):
     monkeypatch.setattr(planner, "PARTITIONED_JOIN_MIN_BUILD_ROWS", 0)
 
 
-def _col(i: int, name: str, t=pa.int64()) -> Column:
+INT64 = pa.int64()
+
+
+def _col(i: int, name: str, t: pa.DataType = INT64) -> Column:
     return Column(i, name, t)
 
 
@@ -131,8 +134,8 @@ JOIN_QUERIES = [
     "SELECT a.k, count(*) AS c FROM a RIGHT JOIN b ON a.k = b.k GROUP BY a.k",
     "SELECT b.k, count(*) AS c FROM a RIGHT JOIN b ON a.k = b.k GROUP BY b.k",
     "SELECT a.k, b.k, count(*) AS c FROM a FULL JOIN b ON a.k = b.k GROUP BY a.k, b.k",
-    "SELECT b.k, count(*) AS c FROM a JOIN b ON a.k = b.k WHERE b.w < 3 GROUP BY b.k "
-    "ORDER BY b.k",
+    ("SELECT b.k, count(*) AS c FROM a JOIN b ON a.k = b.k WHERE b.w < 3 GROUP BY b.k "
+    "ORDER BY b.k"),
 ]
 
 
@@ -145,8 +148,8 @@ def test_results_after_joins_match_duckdb(partitioned_joins, sql, partitions):
 FILTER_QUERIES = [
     "SELECT x, y, v FROM (SELECT * FROM t ORDER BY x) AS s WHERE x = y ORDER BY y, v",
     "SELECT y, count(*) AS c FROM (SELECT * FROM t ORDER BY x) AS s WHERE x = y GROUP BY y",
-    "SELECT x, y, v FROM (SELECT * FROM t ORDER BY x DESC) AS s WHERE y = x "
-    "ORDER BY y DESC, v",
+    ("SELECT x, y, v FROM (SELECT * FROM t ORDER BY x DESC) AS s WHERE y = x "
+    "ORDER BY y DESC, v"),
 ]
 
 
