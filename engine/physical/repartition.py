@@ -14,12 +14,22 @@ When the pool refuses one, the batch is appended to the partition's spill file a
 keeps a marker in its place; the reader replaces markers by the file's batches in order, so
 every output partition stays FIFO. The queue bound (in batches, markers included) still gives
 backpressure.
+
+Order-preserving variant (``preserve_order``, for a sorted input whose consumer needs the
+order): the pieces an input sends to an output are a sorted subsequence of that input, so
+each output partition keeps one lane per input and k-way merges the lanes on read
+(``merge_sorted``), instead of a repartition followed by a full sort:
+
+    input 0 (sorted) ──route──▶ lane 0 ─┐
+    input 1 (sorted) ──route──▶ lane 1 ─┴─ merge_sorted ──▶ output p (sorted)
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import deque
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +39,9 @@ from plansight.engine.exec.spill import SpillWriter, spill_manager
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
+from plansight.engine.physical.sort_preserving_merge import merge_sorted
+
+from plansight.errors import PlanError
 
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 
@@ -107,9 +120,14 @@ class RepartitionExec(ExecutionPlan):
     name = "RepartitionExec"
 
     def __init__(self, input: ExecutionPlan, mode: str, partitions: int,
-                 exprs: tuple[Expr, ...] = ()):
+                 exprs: tuple[Expr, ...] = (), preserve_order: bool = False):
         super().__init__(input.schema)
         self.input, self.mode, self.partitions, self.exprs = input, mode, partitions, tuple(exprs)
+        self.preserve_order = preserve_order
+        # merge on read: each output partition merges what every input sent it by this order
+        self.sort_keys = list(input.output_ordering() or ()) if preserve_order else []
+        if preserve_order and not self.sort_keys:
+            raise PlanError("RepartitionExec: preserve_order needs a sorted input")
         self._lock = threading.Lock()
         self._state = None
 
@@ -117,21 +135,32 @@ class RepartitionExec(ExecutionPlan):
         return [self.input]
 
     def with_new_children(self, children):
-        return RepartitionExec(children[0], self.mode, self.partitions, self.exprs)
+        return RepartitionExec(children[0], self.mode, self.partitions, self.exprs,
+                               self.preserve_order and bool(children[0].output_ordering()))
 
     def output_partitioning(self):
         if self.mode == "hash":
             return Partitioning(self.partitions, self.exprs)
         return Partitioning(self.partitions)
 
+    def output_ordering(self):
+        # one input's batches reach each output in input order (one producer, FIFO queues)
+        if self.preserve_order or self.input.output_partitioning().count == 1:
+            return self.input.output_ordering()
+        return None
+
     def display(self) -> str:
         n_in = self.input.output_partitioning().count
         if self.mode == "hash":
             keys = ", ".join(map(str, self.exprs))
-            return (f"RepartitionExec: partitioning=Hash([{keys}], {self.partitions}), "
+            text = (f"RepartitionExec: partitioning=Hash([{keys}], {self.partitions}), "
                     f"input_partitions={n_in}")
-        return (f"RepartitionExec: partitioning=RoundRobinBatch({self.partitions}), "
-                f"input_partitions={n_in}")
+        else:
+            text = (f"RepartitionExec: partitioning=RoundRobinBatch({self.partitions}), "
+                    f"input_partitions={n_in}")
+        if self.preserve_order:
+            text += f", preserve_order=true, sort_exprs=[{', '.join(map(str, self.sort_keys))}]"
+        return text
 
     def route(self, batch: pa.RecordBatch, start: int):
         """(output partition, batch) pieces of one input batch."""
@@ -158,7 +187,14 @@ class RepartitionExec(ExecutionPlan):
             if self._state is not None and self._state["ctx"] is ctx:
                 return self._state
             n_in = self.input.output_partitioning().count
-            queues = [_OutputQueue(self, p, ctx) for p in range(self.partitions)]
+            # preserving order, every input has its own lane into each output (merged on
+            # read). Lanes are unbounded in batches (the pool still reserves or spills them):
+            # a merge waiting on lane j while producer i blocks on a full lane of another
+            # output would deadlock
+            lanes = n_in if self.preserve_order else 1
+            capacity = sys.maxsize if self.preserve_order else _QUEUE_CAPACITY
+            queues = [[_OutputQueue(self, p, ctx, capacity) for _ in range(lanes)]
+                      for p in range(self.partitions)]
             stop = threading.Event()
             rows = np.zeros(self.partitions, dtype=np.int64)
             state = {"ctx": ctx, "queues": queues, "stop": stop, "rows": rows,
@@ -166,6 +202,7 @@ class RepartitionExec(ExecutionPlan):
 
             def produce(partition):
                 stream = None
+                lane = partition if self.preserve_order else 0
                 try:
                     stream = self.input.execute(partition, ctx)
                     for i, batch in enumerate(stream):
@@ -173,13 +210,17 @@ class RepartitionExec(ExecutionPlan):
                             break
                         for p, piece in self.route(batch, partition + i):
                             rows[p] += piece.num_rows
-                            queues[p].put(piece, stop)
+                            queues[p][lane].put(piece, stop)
                 except BaseException as error:  # noqa: BLE001 (re-raised by every reader)
-                    for q in queues:
-                        q.put(_Failure(error), stop)
+                    for output in queues:
+                        for q in output:
+                            q.put(_Failure(error), stop)
                 finally:
                     if stream is not None:
                         stream.close()
+                    if self.preserve_order:  # this input's lanes end here
+                        for output in queues:
+                            output[lane].put(None, stop)
                     with self._lock:
                         state["remaining"] -= 1
                         last = state["remaining"] == 0
@@ -187,8 +228,9 @@ class RepartitionExec(ExecutionPlan):
                         if ctx.events.active:
                             ctx.events.publish(RepartitionOutput(self.operator_id,
                                                                  tuple(int(r) for r in rows)))
-                        for q in queues:
-                            q.put(None, stop)
+                        if not self.preserve_order:
+                            for output in queues:
+                                output[0].put(None, stop)
 
             threads = [threading.Thread(target=produce, args=(i,), daemon=True,
                                         name=f"plansight-repartition-{i}") for i in range(n_in)]
@@ -201,21 +243,23 @@ class RepartitionExec(ExecutionPlan):
     def _execute(self, partition, ctx):
         state = self._start(ctx)
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
-        q = state["queues"][partition]
+        lanes = state["queues"][partition]
+        merge = None
         try:
-            while True:
-                item = q.get(timeout=0.1)
-                if item is _EMPTY:
-                    ctx.check_cancelled()
-                    continue
-                if item is None:
-                    break
-                if isinstance(item, _Failure):
-                    raise item.error
-                metrics.add("partition_rows", item.num_rows)
-                yield item
+            if len(lanes) == 1:
+                yield from _drain(lanes[0], ctx, metrics)
+            else:
+                # each lane is sorted (a subsequence of one sorted input): k-way merge
+                merge = ctx.memory_pool.register(f"{self.name}[{partition}] merge")
+                yield from merge_sorted([_drain(q, ctx, metrics) for q in lanes],
+                                        self.sort_keys, self.schema,
+                                        batch_size=ctx.batch_size, reservation=merge)
         finally:
-            q.close()
+            if merge is not None:
+                metrics.set_max("peak_mem", merge.peak)
+                merge.free()
+            for q in lanes:
+                q.close()
             with self._lock:
                 state["readers"] -= 1
                 done = state["readers"] == 0
@@ -223,9 +267,28 @@ class RepartitionExec(ExecutionPlan):
                 state["stop"].set()
                 for thread in state["threads"]:
                     thread.join()
-                for other in state["queues"]:
-                    other.close()
+                for output in state["queues"]:
+                    for other in output:
+                        other.close()
                 self._state = None
+
+
+def _drain(q: _OutputQueue, ctx, metrics) -> Iterator[pa.RecordBatch]:
+    """The batches of one queue until its end marker (re-raising a producer's error)."""
+    while True:
+        item = q.get(timeout=0.1)
+        if item is _EMPTY:
+            ctx.check_cancelled()
+            continue
+        if item is None:
+            return
+        if isinstance(item, _Failure):
+            raise item.error
+        metrics.add("partition_rows", item.num_rows)
+        yield item
+
+
+_QUEUE_CAPACITY = 8  # batches per output queue: the backpressure bound
 
 
 _EMPTY = object()  # get() timed out
@@ -235,7 +298,8 @@ _SPILLED = object()  # marker: the next batch of this queue's spill files
 class _OutputQueue:
     """One output partition's bounded FIFO; batches the pool refuses go to a spill file."""
 
-    def __init__(self, plan: RepartitionExec, partition: int, ctx, capacity: int = 8):
+    def __init__(self, plan: RepartitionExec, partition: int, ctx,
+                 capacity: int = _QUEUE_CAPACITY):
         self.plan, self.ctx, self.capacity = plan, ctx, capacity
         self.metrics = ctx.metrics.for_partition(plan.operator_id, plan.name, partition)
         self.reservation = ctx.memory_pool.register(f"{plan.name}[{partition}]", can_spill=True)

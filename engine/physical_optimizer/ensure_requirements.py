@@ -6,6 +6,8 @@ with what the input provides, and insert only what is missing:
     required SinglePartition, input has N > 1  -> CoalescePartitionsExec
                                                   (SortPreservingMergeExec if ordered)
     required Hash(keys), input not so          -> RepartitionExec(Hash(keys), target)
+                                                  (preserve_order when the input is sorted
+                                                  as the operator requires: merge on read)
     required ordering, input not so ordered    -> SortExec (per partition)
 """
 
@@ -30,8 +32,11 @@ def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> Executio
             if distribution.kind == "single":
                 child = _merge(child)
             else:
+                # a sorted input that must stay sorted is merged on read, not sorted again
+                preserve = bool(ordering) and partitioning.count > 1 and ordering_satisfies(
+                    child.output_ordering(), ordering, equivalences)
                 child = _repartition(child, distribution.exprs,
-                                     distribution.partitions or target_partitions)
+                                     distribution.partitions or target_partitions, preserve)
         if ordering and not ordering_satisfies(child.output_ordering(), ordering,
                                                child.equivalences()):
             child = SortExec(list(ordering), child,
@@ -53,10 +58,11 @@ def _merge(child: ExecutionPlan) -> ExecutionPlan:
     return CoalescePartitionsExec(child)
 
 
-def _repartition(child: ExecutionPlan, exprs, target_partitions: int) -> ExecutionPlan:
+def _repartition(child: ExecutionPlan, exprs, target_partitions: int,
+                 preserve_order: bool = False) -> ExecutionPlan:
     from plansight.engine.physical.repartition import RepartitionExec
 
-    return RepartitionExec(child, "hash", target_partitions, tuple(exprs))
+    return RepartitionExec(child, "hash", target_partitions, tuple(exprs), preserve_order)
 
 
 def ensure_single_output(plan: ExecutionPlan) -> ExecutionPlan:
