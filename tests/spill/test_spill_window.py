@@ -247,3 +247,21 @@ def test_oversized_partition_between_small_ones_at_batch_boundaries(batch_size):
     assert metrics["spill_count"] == 1 and metrics["spilled_rows"] == 1500
     assert ctx.memory_pool.reserved == 0 and ctx.memory_pool.peak <= 12_000
     ctx.cleanup()
+
+
+def test_folded_aggregates_over_a_giant_partition_match_duckdb(tmp_path):
+    rng = np.random.default_rng(23)
+    n = 30_000
+    table = pa.table({
+        "o": np.arange(n), "i": pa.array(rng.integers(-5, 100, n), mask=rng.random(n) < 0.1),
+        "p": np.where(np.arange(n) < n - 50, 1, 2),  # one giant partition, then a small one
+        "s": pa.array([f"s{x:04d}" for x in rng.integers(0, 5000, n)],
+                      mask=rng.random(n) < 0.1)})
+    over = "OVER (PARTITION BY p)"
+    sql = (f"SELECT o, sum(i) FILTER (WHERE i > 1000) {over} AS nothing, "
+           f"count(i) FILTER (WHERE i > 1000) {over} AS zero, bool_and(i > -6) {over} AS ba, "
+           f"bool_or(i > 98) {over} AS bo, min(s) {over} AS lo, max(s) {over} AS hi, "
+           f"avg(i) {over} AS mean, sum(i) {over} AS total, count(*) {over} AS n FROM t")
+    run, _ = _run_limited(table, sql, tmp_path, limit=250_000, batch_size=4096)
+    assert any(operator == "WindowAggExec" for operator, *_ in run.spills)  # folded
+    assert_same(run.result, run_duckdb(sql, {"t": table}), ordered=False, sql=sql)
