@@ -17,6 +17,7 @@ from plansight.engine.exec.events import (
     QueryFailed,
     QueryFinished,
     QueryStarted,
+    ReservationChanged,
 )
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.plan import LogicalPlan, format_plan
@@ -82,6 +83,7 @@ class Query:
             statement = statement.this
         self.statement = statement
         self._ctx: TaskContext | None = None
+        self._bus: EventBus | None = None
         self._cancel = threading.Event()
         self.logical = self.optimized = None
         self.physical: ExecutionPlan | None = None
@@ -129,12 +131,21 @@ class Query:
         bus = EventBus(list(observers))
         ctx = TaskContext(self.config, pool, events=bus, cancelled=self._cancel)
         self._cancel.clear()
-        self._ctx = ctx
-        if bus.active:
-            from plansight.engine.exec.events import ReservationChanged
+        self._ctx, self._bus = ctx, bus
+        try:
+            run = self._run(ctx)
+        finally:
+            bus.close()  # observers have seen every event (the last one too) before we return
+            self._bus = None
+        if self._explain == "analyze":
+            run.result = pa.table({"plan": [run.explain_analyze()]})
+        return run
 
+    def _run(self, ctx: TaskContext) -> QueryRun:
+        bus, pool = ctx.events, ctx.memory_pool
+        if bus.active:
             pool.listeners.append(lambda r, total: bus.publish(
-                ReservationChanged(r.consumer, r.size, total)))
+                ReservationChanged(r.consumer, r.size, total, pool.peak)))
             bus.publish(QueryStarted(self.sql))
         start = time.perf_counter()
         plan = self.physical
@@ -167,10 +178,7 @@ class Query:
             bus.publish(QueryFinished(table.num_rows))
         manager = getattr(ctx, "spill_manager", None)
         spills = list(manager.history) if manager is not None else []
-        run = QueryRun(table, plan, ctx, time.perf_counter() - start, spills=spills)
-        if self._explain == "analyze":
-            run.result = pa.table({"plan": [run.explain_analyze()]})
-        return run
+        return QueryRun(table, plan, ctx, time.perf_counter() - start, spills=spills)
 
     def to_arrow(self) -> pa.Table:
         return self.execute().result
@@ -184,8 +192,12 @@ class Query:
         return pl.from_arrow(self.to_arrow())
 
     def cancel(self) -> None:
-        """Stop a running execution (from another thread); it raises Cancelled."""
+        """Stop a running execution (from another thread); it raises Cancelled. Once the
+        engine is done, it also stops a flush still waiting for a slow observer."""
         self._cancel.set()
+        bus = self._bus
+        if bus is not None and bus.flushing:
+            bus.abandon()
 
     def explain(self, analyze: bool = False, logical: bool = False) -> str:
         """The physical plan as indented text; with ``analyze`` run it and add metrics."""

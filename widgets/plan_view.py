@@ -3,8 +3,9 @@ memory pool use, spills and rows per partition after each repartition.
 
 Threads and responsibilities::
 
-    engine threads ──events──> QueryMonitor.__call__   (record into a locked state; never
-                                                         touch a widget: cheap and thread-safe)
+    engine threads ──events──> event bus ──> QueryMonitor.__call__   (on the bus's delivery
+                                             thread: record into a locked state; never touch
+                                             a widget; batches arrive summed when it lags)
     cell thread    ──poll────> snapshot() ─> render_html ─> HTML widget.value
                                at most once per ``min_interval`` and only when something
                                changed (snapshots coalesce); one final refresh always
@@ -121,14 +122,14 @@ class QueryMonitor:
             if isinstance(event, BatchProduced):
                 state = self._operator(event.operator_id)
                 state.output_rows += event.rows
-                state.output_batches += 1
+                state.output_batches += event.batches  # > 1 when events coalesced
             elif isinstance(event, OperatorStarted):
                 self._operator(event.operator_id).started[event.partition] = event.time
             elif isinstance(event, OperatorFinished):
                 self._operator(event.operator_id).finished[event.partition] = event.time
             elif isinstance(event, ReservationChanged):
                 self._pool_total = event.pool_total
-                self._pool_peak = max(self._pool_peak, event.pool_total)
+                self._pool_peak = max(self._pool_peak, event.pool_peak, event.pool_total)
             elif isinstance(event, SpillWritten):
                 self._spill_count += 1
                 self._spilled_rows += event.rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from plansight.engine.exec.context import SessionConfig, TaskContext
-from plansight.engine.exec.events import SpillRead, SpillWritten
+from plansight.engine.exec.events import EventBus, SpillRead, SpillWritten
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.exec.spill import spill_manager
 
@@ -13,10 +13,8 @@ from plansight.errors import Cancelled
 
 
 def _ctx(tmp_path, events=None) -> TaskContext:
-    ctx = TaskContext(SessionConfig(spill_dir=str(tmp_path)), MemoryPool(None))
-    if events is not None:
-        ctx.events.subscribe(events.append)
-    return ctx
+    bus = EventBus([events.append] if events is not None else [])
+    return TaskContext(SessionConfig(spill_dir=str(tmp_path)), MemoryPool(None), events=bus)
 
 
 def _batches():
@@ -37,6 +35,7 @@ def test_round_trip_counts_and_deletes(tmp_path):
     back = list(manager.read(file, metrics))
     assert pa.Table.from_batches(back).equals(pa.Table.from_batches(_batches()))
     assert not file.path.exists() and manager.live_files() == []
+    ctx.events.close()  # delivered on the bus's thread: wait for it, as Query.execute does
     written = [e for e in events if isinstance(e, SpillWritten)]
     read = [e for e in events if isinstance(e, SpillRead)]
     assert [(e.operator, e.operator_id, e.partition, e.rows) for e in written] == \

@@ -12,6 +12,7 @@ import pytest
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.events import ReservationChanged, SpillRead, SpillWritten
 from plansight.engine.exec.memory_pool import MemoryPool
+from plansight.engine.exec.spill import SpillWriter
 from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical import sort as sort_module
 from plansight.engine.physical.plan import collect_partition
@@ -166,18 +167,21 @@ def test_no_spill_file_remains_after_a_failure(big, tmp_path):
     assert _session_usable(s)
 
 
-def test_an_interrupt_while_spilling_cancels_and_cleans_up(big, tmp_path):
+def test_an_interrupt_while_spilling_cancels_and_cleans_up(big, tmp_path, monkeypatch):
     s = _session(big, tmp_path)
     written = []
+    finish = SpillWriter.finish
 
-    def interrupting(event):
-        if isinstance(event, SpillWritten):
-            written.append(event)
-            if len(written) == 3:
-                raise KeyboardInterrupt  # what a kernel interrupt looks like in the engine
+    def interrupting(writer):  # observers run on their own thread: interrupt in the engine
+        written.append(finish(writer))
+        if len(written) == 3:
+            raise KeyboardInterrupt  # what a kernel interrupt looks like in the engine
+        return written[-1]
 
+    monkeypatch.setattr(SpillWriter, "finish", interrupting)
     with pytest.raises(Cancelled):
-        s.sql("SELECT k, v, id FROM big ORDER BY v").execute(observer=interrupting)
+        s.sql("SELECT k, v, id FROM big ORDER BY v").execute()
+    assert len(written) == 3 and all(not file.path.exists() for file in written)
     assert list(tmp_path.iterdir()) == []
     assert _session_usable(s)
 

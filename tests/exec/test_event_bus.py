@@ -1,0 +1,280 @@
+"""EventBus: observers run on their own threads, lag coalesces, the end of a query flushes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from plansight.engine.catalog import MemorySource
+from plansight.engine.exec.events import (
+    BatchProduced,
+    EventBus,
+    OperatorFinished,
+    OperatorStarted,
+    QueryCancelled,
+    QueryFailed,
+    QueryFinished,
+    QueryStarted,
+    RepartitionOutput,
+    ReservationChanged,
+    SpillWritten,
+)
+
+import plansight as ps
+from plansight.errors import Cancelled, ExecutionError
+
+LIFECYCLE = (QueryStarted, QueryFinished, QueryFailed, QueryCancelled, OperatorStarted,
+             OperatorFinished, SpillWritten, RepartitionOutput)
+
+
+class Gate:
+    """An observer that blocks on its first event until released, then records the rest
+    (optionally sleeping per event): an observer as slow as a test wants it."""
+
+    def __init__(self, sleep: float = 0.0):
+        self.events: list = []
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.sleep = sleep
+
+    def __call__(self, event) -> None:
+        self.events.append(event)
+        if len(self.events) == 1:
+            self.entered.set()
+            assert self.release.wait(60), "the test never released the observer"
+        elif self.sleep:
+            time.sleep(self.sleep)
+
+
+class Finished:
+    """A fast observer that records everything and says when the query has ended."""
+
+    def __init__(self):
+        self.events: list = []
+        self.ended = threading.Event()
+
+    def __call__(self, event) -> None:
+        self.events.append(event)
+        if isinstance(event, (QueryFinished, QueryFailed, QueryCancelled)):
+            self.ended.set()
+
+
+def _lifecycle(events: list) -> list:
+    return [e for e in events if isinstance(e, LIFECYCLE)]
+
+
+def _new_threads(before: set) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t not in before and t.is_alive()]
+
+
+def _session(rows: int = 60_000, batch_size: int = 100, partitions: int = 2) -> ps.Session:
+    session = ps.Session(target_partitions=partitions, batch_size=batch_size)
+    session.register("t", pa.table({"k": [i % 7 for i in range(rows)], "v": list(range(rows)),
+                                    "s": ["1"] * (rows - 1) + ["x"]}))
+    return session
+
+
+# -- the bus alone: the coalescing rules, exactly -----------------------------------------------
+
+def test_a_lagging_observer_receives_summed_batches_and_the_latest_reservations():
+    gate = Gate()
+    bus = EventBus([gate])
+    bus.publish(QueryStarted("q", time=0.0))
+    assert gate.entered.wait(10)  # the observer is now stuck in its first call
+    published = [
+        OperatorStarted(1, "A", 0, time=1.0),
+        BatchProduced(1, 0, 10, 100, time=1.1),
+        ReservationChanged("A[0]", 100, 100, 100, time=1.15),
+        BatchProduced(2, 0, 1, 8, time=1.2),
+        BatchProduced(1, 0, 20, 200, time=1.3),
+        SpillWritten("A", 30, 64, "f1", operator_id=1, time=1.35),
+        ReservationChanged("B[0]", 50, 150, 150, time=1.4),
+        ReservationChanged("A[0]", 0, 50, 150, time=1.45),
+        BatchProduced(1, 0, 30, 300, time=1.5),
+        OperatorFinished(1, "A", 0, 60, 0.5, time=1.6),
+        OperatorStarted(1, "A", 0, time=1.7),  # the same partition runs again: counted apart
+        BatchProduced(1, 0, 5, 50, time=1.8),
+        OperatorFinished(1, "A", 0, 5, 0.1, time=1.9),
+        QueryFinished(65, time=2.0),
+    ]
+    for event in published:
+        bus.publish(event)
+    assert len(gate.events) == 1  # publishing did not wait for the observer
+    gate.release.set()
+    bus.close()
+    delivered = gate.events[1:]
+    assert _lifecycle(delivered) == _lifecycle(published)  # all kept, in order
+    batches = [e for e in delivered if isinstance(e, BatchProduced)]
+    assert [(e.operator_id, e.rows, e.bytes, e.batches, e.time) for e in batches] == [
+        (1, 60, 600, 3, 1.1), (2, 1, 8, 1, 1.2), (1, 5, 50, 1, 1.8)]
+    first_run = delivered.index(published[9])
+    assert delivered.index(batches[0]) < first_run < delivered.index(batches[2])
+    reservations = [e for e in delivered if isinstance(e, ReservationChanged)]
+    # the latest per consumer, in the order of their last change: the last total is current
+    assert [(e.consumer, e.size, e.pool_total, e.pool_peak) for e in reservations] == [
+        ("B[0]", 50, 150, 150), ("A[0]", 0, 50, 150)]
+    assert bus.coalesced == 3 and not bus.active
+
+
+def test_a_fast_observer_gets_every_event_as_published():
+    seen = []
+    with EventBus([seen.append]) as bus:
+        for i in range(200):
+            bus.publish(OperatorStarted(i, "X", 0))
+            bus.publish(BatchProduced(i, 0, i, 8))
+            bus.publish(OperatorFinished(i, "X", 0, i, 0.0))
+    assert [type(e) for e in seen[:3]] == [OperatorStarted, BatchProduced, OperatorFinished]
+    assert [e.operator_id for e in seen if isinstance(e, OperatorFinished)] == list(range(200))
+    assert sum(e.rows for e in seen if isinstance(e, BatchProduced)) == sum(range(200))
+
+
+def test_synchronous_bus_calls_observers_on_the_publishing_thread():
+    threads = []
+    bus = EventBus([lambda event: threads.append(threading.current_thread())],
+                   synchronous=True)
+    before = set(threading.enumerate())
+    bus.publish(QueryStarted("q"))
+    assert threads == [threading.current_thread()] and _new_threads(before) == []
+    bus.close()
+
+
+def test_no_observer_starts_no_thread_and_is_inactive():
+    before = set(threading.enumerate())
+    bus = EventBus()
+    assert not bus.active
+    run = _session(rows=1000).sql("SELECT k, v FROM t WHERE v > 10").execute()
+    assert run.result.num_rows == 989 and _new_threads(before) == []
+    bus.close()
+
+
+# -- through Query.execute ----------------------------------------------------------------------
+
+def test_a_blocked_observer_does_not_stall_the_query_and_gets_coalesced_batches():
+    session = _session(rows=60_000, batch_size=100, partitions=2)
+    query = session.sql("SELECT k, v + 1 AS w FROM t WHERE v % 3 <> 0")
+    gate, fast, outcome = Gate(sleep=0.001), Finished(), {}
+    thread = threading.Thread(target=lambda: outcome.update(
+        run=query.execute(observer=[gate, fast])))
+    thread.start()
+    # the engine publishes its last event while the slow observer is still in its first call
+    assert fast.ended.wait(120) and gate.entered.is_set()
+    assert len(gate.events) == 1 and isinstance(fast.events[-1], QueryFinished)
+    gate.release.set()
+    thread.join(120)
+    run = outcome["run"]
+    metrics = run.ctx.metrics.snapshot()
+    root = run.plan.operator_id
+    assert metrics[root]["output_batches"] > 300  # many batches were produced ...
+    slow_batches = [e for e in gate.events if isinstance(e, BatchProduced)]
+    runs = Counter((e.operator_id, e.partition) for e in gate.events
+                   if isinstance(e, OperatorStarted))
+    # ... the slow observer got at most two per run: one in the round it was handed before
+    # it blocked, one summing everything published while it was blocked
+    assert len(slow_batches) <= 2 * sum(runs.values())
+    for operator_id, totals in metrics.items():  # and nothing was lost
+        mine = [e for e in slow_batches if e.operator_id == operator_id]
+        assert sum(e.rows for e in mine) == totals["output_rows"]
+        assert sum(e.batches for e in mine) == totals["output_batches"]
+    assert sum(e.rows for e in slow_batches if e.operator_id == root) == run.result.num_rows
+    # both observers saw the same lifecycle events, in the same order, the end last
+    assert _lifecycle(gate.events) == _lifecycle(fast.events)
+    assert isinstance(gate.events[0], QueryStarted) and gate.events[-1] == fast.events[-1]
+    assert sum(runs.values()) == sum(isinstance(e, OperatorFinished) for e in gate.events)
+
+
+def test_every_event_is_delivered_before_execute_returns():
+    session = _session(rows=20_000, batch_size=50, partitions=2)
+    slow = Gate(sleep=0.0005)
+    slow.release.set()
+    before = set(threading.enumerate())
+    run = session.sql("SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k").execute(
+        observer=slow)
+    assert _new_threads(before) == []  # the delivery thread has ended: nothing can arrive
+    assert isinstance(slow.events[-1], QueryFinished) and slow.events[-1].rows == 7
+    assert isinstance(slow.events[0], QueryStarted)
+    metrics = run.ctx.metrics.snapshot()
+    for operator_id, totals in metrics.items():
+        assert sum(e.batches for e in slow.events if isinstance(e, BatchProduced)
+                   and e.operator_id == operator_id) == totals["output_batches"]
+    reservations = [e for e in slow.events if isinstance(e, ReservationChanged)]
+    assert reservations and reservations[-1].pool_total == 0  # the pool ends empty
+    assert max(e.pool_peak for e in reservations) == run.ctx.memory_pool.peak > 0
+    assert any(isinstance(e, RepartitionOutput) for e in slow.events)
+
+
+def test_a_raising_observer_is_reported_once_and_detached():
+    session = _session(rows=5_000, batch_size=100)
+    calls, recorder = [], Finished()
+
+    def broken(event):
+        calls.append(event)
+        if len(calls) == 3:  # QueryStarted, an OperatorStarted, then it fails
+            raise RuntimeError("observer bug")
+
+    with pytest.warns(RuntimeWarning, match="observer bug.*detached") as caught:
+        run = session.sql("SELECT k, v FROM t").execute(observer=[broken, recorder])
+    assert run.result.num_rows == 5_000
+    assert len([w for w in caught if "detached" in str(w.message)]) == 1
+    assert len(calls) == 3  # called no more after it raised
+    assert isinstance(recorder.events[-1], QueryFinished)  # the other observer is unaffected
+    assert sum(e.rows for e in recorder.events if isinstance(e, BatchProduced)
+               and e.operator_id == run.plan.operator_id) == 5_000
+
+
+def test_a_failed_query_flushes_and_leaves_no_thread():
+    session = _session(rows=5_000, batch_size=100)
+    slow = Gate(sleep=0.0005)
+    slow.release.set()
+    before = set(threading.enumerate())
+    with pytest.raises(ExecutionError):
+        session.sql("SELECT CAST(s AS INTEGER) AS i FROM t").execute(observer=slow)
+    assert _new_threads(before) == []
+    assert isinstance(slow.events[-1], QueryFailed)
+    starts = sum(isinstance(e, OperatorStarted) for e in slow.events)
+    assert starts == sum(isinstance(e, OperatorFinished) for e in slow.events) > 0
+
+
+class _CancellingSource(MemorySource):
+    """Cancels the query after the first batch it reads, from the engine's own thread."""
+
+    query = None
+
+    def read(self, unit, columns, batch_size):
+        for i, batch in enumerate(super().read(unit, columns, batch_size)):
+            yield batch
+            if i == 0:
+                self.query.cancel()
+
+
+def test_a_cancelled_query_flushes_and_leaves_no_thread():
+    session = ps.Session(target_partitions=2, batch_size=100)
+    source = _CancellingSource(pa.table({"v": list(range(50_000))}))
+    session.register("t", source)
+    query = session.sql("SELECT v * 2 AS w FROM t WHERE v > 3")
+    source.query = query
+    slow = Gate(sleep=0.0005)
+    slow.release.set()
+    before = set(threading.enumerate())
+    with pytest.raises(Cancelled):
+        query.execute(observer=slow)
+    assert _new_threads(before) == []
+    assert isinstance(slow.events[-1], QueryCancelled)
+    assert sum(isinstance(e, QueryCancelled) for e in slow.events) == 1
+    assert _session(rows=100).sql("SELECT count(*) AS n FROM t").to_arrow()["n"][0].as_py() == 100
+
+
+def test_cancel_stops_a_flush_that_waits_for_a_stuck_observer():
+    session = _session(rows=5_000, batch_size=100)
+    query = session.sql("SELECT k, v FROM t")
+    stuck, fast, outcome = Gate(), Finished(), {}
+    thread = threading.Thread(target=lambda: outcome.update(
+        run=query.execute(observer=[stuck, fast])))
+    thread.start()
+    assert fast.ended.wait(120)  # the engine is done; execute() waits for the stuck observer
+    query.cancel()
+    thread.join(60)
+    assert not thread.is_alive() and outcome["run"].result.num_rows == 5_000
+    assert len(stuck.events) == 1  # what was still pending was dropped
+    stuck.release.set()  # let its thread end
