@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Self
@@ -69,8 +70,10 @@ class OperatorFinished(Event):
 
 @dataclass(frozen=True)
 class BatchProduced(Event):
-    """``batches`` > 1 when a slow observer received several batches as one event (``time``
-    is then the first one's, ``rows`` and ``bytes`` the sums)."""
+    """``bytes`` are Arrow bytes (``nbytes``), measured on one batch in 16 of a stream and
+    estimated from the measured bytes per row in between (exact for fixed-width columns
+    without nulls). ``batches`` > 1 when a slow observer received several batches as one
+    event (``time`` is then the first one's, ``rows`` and ``bytes`` the sums)."""
 
     operator_id: int
     partition: int
@@ -117,6 +120,8 @@ class RepartitionOutput(Event):
 
 
 _RESERVATIONS = object()  # where the pending reservation changes are delivered
+GATHER_INTERVAL = 0.02  # seconds a delivery thread collects events before handing them over
+MAX_INCOMING = 1024  # unmerged events an observer may lag by before publishers merge them
 
 
 class _BatchSum:
@@ -138,18 +143,23 @@ class _BatchSum:
 
 
 class _Delivery:
-    """One observer's pending events and the thread that hands them over.
+    """One observer's events and the thread that hands them over.
 
-    The thread takes everything pending at once; what arrives meanwhile waits (and coalesces)
-    for the next round, so a slow observer sees fewer, summed events, never a longer queue.
+    Engine threads only append to ``incoming`` (no lock). Each round, the delivery thread
+    moves what arrived into ``pending``, merging high-rate events there, then calls the
+    observer outside the lock; what arrives meanwhile waits for the next round. When an
+    observer lags so far that ``incoming`` passes ``MAX_INCOMING``, the publisher merges
+    (under the lock) itself: memory stays bounded by the plan, not by the batches.
     """
 
     def __init__(self, bus: EventBus, observer: Callable[[Event], None]):
         self.bus, self.observer = bus, observer
-        self._ready = threading.Condition(threading.Lock())
+        self._incoming: deque[Event] = deque()
+        self._lock = threading.Lock()  # guards pending, the merge indexes and the counter
         self._pending: list = []
         self._batch_index: dict[tuple[int, int], int] = {}  # (operator, partition) -> index
         self._reservations: dict[str, ReservationChanged] = {}  # in order of last change
+        self._wakeup, self._finished = threading.Event(), threading.Event()
         self._waiting = self._closing = self._stopped = False
         self.ended = False  # set (under the bus's lock) when the thread is about to end
         self.coalesced = 0  # events merged into an earlier one (or superseded)
@@ -158,38 +168,45 @@ class _Delivery:
         self._thread.start()
 
     def put(self, event: Event) -> None:
-        kind = type(event)
-        with self._ready:
-            if self._stopped:
-                return
-            pending = self._pending
-            if kind is BatchProduced:
-                key = (event.operator_id, event.partition)
-                index = self._batch_index.get(key)
-                if index is not None:
-                    merged = pending[index]
-                    if type(merged) is not _BatchSum:
-                        merged = pending[index] = _BatchSum(merged)
-                    merged.add(event)
-                    self.coalesced += 1
-                    return
-                self._batch_index[key] = len(pending)
-                pending.append(event)
-            elif kind is ReservationChanged:
-                reservations = self._reservations
-                if not reservations:
-                    pending.append(_RESERVATIONS)
-                elif reservations.pop(event.consumer, None) is not None:
-                    self.coalesced += 1
-                reservations[event.consumer] = event  # last: its pool_total is the latest
-            else:
-                if kind is OperatorStarted or kind is OperatorFinished:
-                    # a new run of this operator partition: its batches count apart
-                    self._batch_index.pop((event.operator_id, event.partition), None)
-                pending.append(event)
-            if self._waiting:
-                self._waiting = False
-                self._ready.notify()
+        incoming = self._incoming
+        incoming.append(event)
+        if len(incoming) > MAX_INCOMING:
+            self._absorb()
+        if self._waiting:
+            self._waiting = False
+            self._wakeup.set()
+
+    def _absorb(self) -> None:
+        """Move what arrived into ``pending``, in arrival order, merging as it goes."""
+        with self._lock:
+            incoming, pending = self._incoming, self._pending
+            batch_index, reservations = self._batch_index, self._reservations
+            while incoming:
+                event = incoming.popleft()
+                kind = type(event)
+                if kind is BatchProduced:
+                    key = (event.operator_id, event.partition)
+                    index = batch_index.get(key)
+                    if index is None:
+                        batch_index[key] = len(pending)
+                        pending.append(event)
+                    else:
+                        merged = pending[index]
+                        if type(merged) is not _BatchSum:
+                            merged = pending[index] = _BatchSum(merged)
+                        merged.add(event)
+                        self.coalesced += 1
+                elif kind is ReservationChanged:
+                    if not reservations:
+                        pending.append(_RESERVATIONS)
+                    elif reservations.pop(event.consumer, None) is not None:
+                        self.coalesced += 1
+                    reservations[event.consumer] = event  # last: its pool_total is the latest
+                else:
+                    if kind is OperatorStarted or kind is OperatorFinished:
+                        # a new run of this operator partition: its batches count apart
+                        batch_index.pop((event.operator_id, event.partition), None)
+                    pending.append(event)
 
     def _run(self) -> None:
         try:
@@ -198,48 +215,56 @@ class _Delivery:
             self.bus._ended(self)
 
     def _deliver_until_closed(self) -> None:
-        while True:
-            with self._ready:
-                while not (self._pending or self._closing or self._stopped):
-                    self._waiting = True
-                    self._ready.wait()
-                if self._stopped or not self._pending:
-                    return
+        while not self._stopped:
+            self._wakeup.clear()
+            self._waiting = True  # before looking: a publisher that appends now wakes us
+            if not (self._incoming or self._closing or self._stopped):
+                self._wakeup.wait()
+            self._waiting = False
+            if not (self._closing or self._stopped):
+                # let more arrive: one wake-up per interval, not per event (a thread switch
+                # costs the engine more than the event); finish() cuts it short
+                self._finished.wait(GATHER_INTERVAL)
+            self._absorb()
+            with self._lock:
                 pending, self._pending = self._pending, []
                 reservations, self._reservations = self._reservations, {}
                 self._batch_index.clear()
+            if not pending and self._closing and not self._incoming:
+                return
+            observer = self.observer
             for item in pending:
                 if item is _RESERVATIONS:
-                    for event in reservations.values():
-                        if not self._deliver(event):
-                            return
-                elif not self._deliver(item.event() if type(item) is _BatchSum else item):
-                    return
-
-    def _deliver(self, event: Event) -> bool:
-        if self._stopped:
-            return False
-        try:
-            self.observer(event)
-        except BaseException as error:  # noqa: BLE001 -- an observer bug must not break the query
-            self.stop()
-            self.bus._detach(self, error)
-            return False
-        return True
+                    events = list(reservations.values())
+                elif type(item) is _BatchSum:
+                    events = [item.event()]
+                else:
+                    events = [item]
+                for event in events:
+                    if self._stopped:
+                        return
+                    try:
+                        observer(event)
+                    except BaseException as error:  # noqa: BLE001 -- not fatal to the query
+                        self.stop()
+                        self.bus._detach(self, error)
+                        return
 
     def finish(self) -> None:
         """No more events: deliver what is pending, then let the thread end."""
-        with self._ready:
-            self._closing = True
-            self._ready.notify()
+        self._closing = True
+        self._finished.set()
+        self._wakeup.set()
 
     def stop(self) -> None:
         """Drop what is pending; the thread ends once the observer's current call returns."""
-        with self._ready:
-            self._stopped = True
+        self._stopped = True
+        with self._lock:
+            self._incoming.clear()
             self._pending, self._reservations = [], {}
             self._batch_index.clear()
-            self._ready.notify()
+        self._finished.set()
+        self._wakeup.set()
 
     def join(self) -> None:
         self._thread.join()

@@ -278,3 +278,18 @@ def test_cancel_stops_a_flush_that_waits_for_a_stuck_observer():
     assert not thread.is_alive() and outcome["run"].result.num_rows == 5_000
     assert len(stuck.events) == 1  # what was still pending was dropped
     stuck.release.set()  # let its thread end
+
+
+def test_batch_bytes_are_measured_or_estimated_exactly_for_fixed_width_columns():
+    """nbytes is measured on one batch in BYTES_SAMPLE_EVERY; between, bytes per row."""
+    import numpy as np
+    from plansight.engine.physical.plan import BYTES_SAMPLE_EVERY
+
+    session = ps.Session(target_partitions=1, batch_size=37)
+    session.register("t", pa.table({"k": np.arange(5_000), "v": np.arange(5_000) * 0.5}))
+    recorder = Finished()
+    run = session.sql("SELECT k, v FROM t WHERE v > 10").execute(observer=recorder)
+    root = [e for e in recorder.events
+            if isinstance(e, BatchProduced) and e.operator_id == run.plan.operator_id]
+    assert sum(e.batches for e in root) > 3 * BYTES_SAMPLE_EVERY
+    assert sum(e.bytes for e in root) == sum(b.nbytes for b in run.result.to_batches()) > 0
