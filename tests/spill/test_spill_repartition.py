@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from plansight.engine.exec.context import SessionConfig, TaskContext
-from plansight.engine.exec.events import ReservationChanged, SpillRead, SpillWritten
+from plansight.engine.exec.events import EventBus, ReservationChanged, SpillRead, SpillWritten
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
@@ -61,22 +61,26 @@ def _read_partitions(plan, ctx, delay=0.0):
 
 
 def _ctx(tmp_path, limit, events):
-    ctx = TaskContext(SessionConfig(spill_dir=str(tmp_path)), MemoryPool(limit))
-    ctx.events.subscribe(events.append)
-    ctx.memory_pool.listeners.append(lambda r, total: events.append(
-        ReservationChanged(r.consumer, r.size, total)))
+    """Spill events come through the bus (close it before reading them); reservation
+    changes straight from the pool, each one as it happens."""
+    bus = EventBus([events.append] if events is not None else [])
+    ctx = TaskContext(SessionConfig(spill_dir=str(tmp_path)), MemoryPool(limit), events=bus)
+    if events is not None:
+        ctx.memory_pool.listeners.append(lambda r, total: events.append(
+            ReservationChanged(r.consumer, r.size, total)))
     return ctx
 
 
 @pytest.mark.parametrize("mode", ["round_robin", "hash"])
 def test_queues_spill_and_keep_each_partition_in_order(tmp_path, mode):
     events = []
-    one_batch = Source(1, 1).execute(0, _ctx(tmp_path, None, []))
+    one_batch = Source(1, 1).execute(0, _ctx(tmp_path, None, None))
     limit = 3 * next(one_batch).nbytes  # three batches for all queues together
     ctx = _ctx(tmp_path, limit, events)
     exprs = (Column(2, "key", pa.int64()),) if mode == "hash" else ()
     plan = RepartitionExec(Source(2, 40), "hash" if mode == "hash" else "round_robin", 3, exprs)
     outputs = _read_partitions(plan, ctx, delay=0.002)
+    ctx.events.close()  # every spill event delivered
     rows = pa.Table.from_batches([b for out in outputs for b in out], schema=SCHEMA)
     assert sorted(rows.column("seq#1").to_pylist()) == \
         sorted(list(range(40 * BATCH_ROWS)) + [10**9 + i for i in range(40 * BATCH_ROWS)])
@@ -104,6 +108,7 @@ def test_a_reader_that_stops_early_releases_its_queue(tmp_path):
     first.close()  # e.g. a LIMIT above: the producers must not block on this queue
     rest = list(plan.execute(1, ctx))
     assert sum(b.num_rows for b in rest) == 60 * BATCH_ROWS
+    ctx.events.close()
     assert ctx.memory_pool.reserved == 0
     assert list(ctx.spill_dir().iterdir()) == []
     ctx.cleanup()
