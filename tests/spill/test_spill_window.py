@@ -17,6 +17,7 @@ import pytest
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.events import ReservationChanged, SpillWritten
 from plansight.engine.exec.memory_pool import MemoryPool
+from plansight.engine.exec.spill import SpillWriter
 from plansight.engine.logical.expr import Column, SortKey, WindowCall
 from plansight.engine.physical import window_planning
 from plansight.engine.physical.plan import collect_partition
@@ -195,7 +196,7 @@ def test_a_giant_partition_that_cannot_stream_or_fold_fails_clearly(big, tmp_pat
     assert s.sql("SELECT count(*) AS n FROM t").to_arrow().column("n").to_pylist() == [ROWS]
 
 
-def test_no_spill_file_remains_after_a_failure_or_an_interrupt(big, tmp_path):
+def test_no_spill_file_remains_after_a_failure_or_an_interrupt(big, tmp_path, monkeypatch):
     s = _session(big, tmp_path)
     # the row read last fails, after the giant partition was spilled
     last = int(big.column("o")[big.num_rows - 1].as_py())
@@ -206,12 +207,16 @@ def test_no_spill_file_remains_after_a_failure_or_an_interrupt(big, tmp_path):
         s.sql(bad).execute(observer=recorder)
     assert list(tmp_path.iterdir()) == []
 
-    def interrupting(event):
-        if isinstance(event, SpillWritten):
-            raise KeyboardInterrupt  # what a kernel interrupt looks like in the engine
+    finish = SpillWriter.finish
 
+    def interrupting(writer):  # observers run on their own thread: interrupt in the engine
+        finish(writer)
+        raise KeyboardInterrupt  # what a kernel interrupt looks like in the engine
+
+    monkeypatch.setattr(SpillWriter, "finish", interrupting)
     with pytest.raises(Cancelled):
-        s.sql(RANKING).execute(observer=interrupting)
+        s.sql(RANKING).execute()
+    monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
     assert s.sql("SELECT count(*) AS n FROM t").to_arrow().column("n").to_pylist() == [ROWS]
 
