@@ -18,7 +18,6 @@ import sys
 from typing import Any
 
 import pyarrow as pa
-import sqlglot
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -197,9 +196,8 @@ def referenced_tables(sql: str) -> set[str]:
         >>> sorted(referenced_tables("WITH c AS (SELECT * FROM a) SELECT * FROM c JOIN b USING (k)"))
         ['a', 'b']
     """
-    try:
-        statements = sqlglot.parse(sql, read="duckdb")
-    except sqlglot.errors.SqlglotError:
+    statements = _parse_or_none(sql)
+    if statements is None:
         return set()  # the engine's parser reports the error with a caret
     names: set[str] = set()
     ctes: set[str] = set()
@@ -224,9 +222,8 @@ def namespace_parameters(sql: str, user_ns: dict) -> dict[str, Any]:
         ...                      {"low": 3, "who": "o'brien", "other": 1})
         {'low': 3, 'who': "o'brien"}
     """
-    try:
-        statements = sqlglot.parse(sql, read="duckdb")
-    except sqlglot.errors.SqlglotError:
+    statements = _parse_or_none(sql)
+    if statements is None:
         return {}
     found: dict[str, Any] = {}
     for statement in statements:
@@ -237,6 +234,16 @@ def namespace_parameters(sql: str, user_ns: dict) -> dict[str, Any]:
             if name and name in user_ns:
                 found[name] = user_ns[name]
     return found
+
+
+def _parse_or_none(sql: str) -> list[exp.Expression] | None:
+    """The engine's parse of ``sql`` (its dialect reads ``SELECT :x``), None on a syntax error."""
+    from plansight.engine.sql.parser import parse
+
+    try:
+        return parse(sql)
+    except PlansightError:
+        return None
 
 
 def namespace_tables(sql: str, registered: list[str], user_ns: dict) -> dict[str, Any]:

@@ -7,6 +7,7 @@ wrong and where; the magic prints these without a traceback. ``InternalError`` i
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 
@@ -57,6 +58,30 @@ def caret_snippet(sql: str, line: int | None, column: int | None) -> str:
     text = lines[line - 1]
     col = max(1, min(column or 1, len(text) + 1))
     return f"  {text}\n  {' ' * (col - 1)}^"
+
+
+_POSITION = re.compile(r"\(line (\d+), column (\d+)\)")
+
+
+def add_caret(error: PlansightError, sql: str) -> PlansightError:
+    """Put the caret snippet under an error whose message names ``(line L, column C)``.
+
+    The binder knows where a name was written but not the text; the query knows both.
+
+    Example:
+        >>> print(add_caret(PlanError("column 'y' does not exist (line 1, column 8)"),
+        ...                 "SELECT y FROM t"))
+        column 'y' does not exist (line 1, column 8)
+          SELECT y FROM t
+                 ^
+    """
+    message = str(error)
+    match = _POSITION.search(message)
+    if match and sql and "\n" not in message:
+        snippet = caret_snippet(sql, int(match.group(1)), int(match.group(2)))
+        if snippet:
+            error.args = (f"{message}\n{snippet}", *error.args[1:])
+    return error
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

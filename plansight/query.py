@@ -22,7 +22,13 @@ from plansight.engine.exec.events import (
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.plan import LogicalPlan, format_plan
 from plansight.engine.physical.plan import ExecutionPlan, format_physical
-from plansight.errors import Cancelled, ExecutionError, InternalError, PlansightError
+from plansight.errors import (
+    Cancelled,
+    ExecutionError,
+    InternalError,
+    PlansightError,
+    add_caret,
+)
 
 
 @dataclass
@@ -105,8 +111,8 @@ class Query:
             self.optimized = optimize(self.logical)
             physical = PhysicalPlanner(self.config).plan(self.optimized)
             self.physical = optimize_physical(physical, self.config)
-        except PlansightError:
-            raise
+        except PlansightError as e:
+            raise add_caret(e, self.sql)
         except RecursionError as e:
             raise PlansightError("the query is nested too deeply to plan") from e
         except Exception as e:  # a bug: keep the traceback, say so

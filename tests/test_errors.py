@@ -74,7 +74,8 @@ def test_unknown_column_suggests_a_name_and_says_where(session):
     text = str(error)
     assert "'nme'" in text and "does not exist" in text
     assert "Did you mean 'name'" in text
-    assert "line 1, column" in text
+    assert "line 1, column 8" in text
+    assert text.splitlines()[-2:] == ["  SELECT nme FROM t", "         ^"]  # under the name
 
 
 def test_unknown_qualified_column(session):

@@ -22,6 +22,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from plansight.engine.functions.aggregate import aggregate_return_type
+from plansight.engine.functions.scalar.types import integer_literal_type
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import (
     AggregateCall,
@@ -706,6 +707,10 @@ class Binder:
             raise PlanError(f"parameter :{name} has no value (parameters: {known})."
                             + did_you_mean(name, self.params) + _where(node))
         value = self.params[name]
+        if type(value) is int:  # typed like the same number written as a literal (DuckDB too)
+            literal_type = integer_literal_type(value)
+            return Literal(float(value) if pa.types.is_floating(literal_type) else value,
+                           literal_type)
         try:
             scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
@@ -1063,12 +1068,15 @@ def _expr_name(expr: Expr) -> str:
 
 
 def _where(node: exp.Expression | None) -> str:
+    """`` (line L, column C)`` of the node's first character; the query adds a caret there."""
     meta = getattr(node, "meta", None) or {}
     line, col = meta.get("line"), meta.get("col")
     if node is not None and line is None and isinstance(node, exp.Column):
         ident = node.this
         meta = getattr(ident, "meta", None) or {}
         line, col = meta.get("line"), meta.get("col")
+    if line and col and meta.get("start") is not None and meta.get("end") is not None:
+        col = max(1, col - (meta["end"] - meta["start"]))  # sqlglot's col is the last character
     return f" (line {line}, column {col})" if line else ""
 
 

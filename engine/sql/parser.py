@@ -1,7 +1,9 @@
 """Parsing SQL text with sqlglot (DuckDB dialect), turning its errors into SqlSyntaxError.
 
-One addition to the dialect: ORDER BY items remember whether NULLS FIRST/LAST was written,
-so that the session's ``default_null_order`` applies only where it was not.
+Two additions to the dialect: ORDER BY items remember whether NULLS FIRST/LAST was written,
+so that the session's ``default_null_order`` applies only where it was not; and a ``:name``
+parameter right after a keyword (``SELECT :x``) stays a parameter instead of being read as
+DuckDB's prefix alias ``name: expr`` with the keyword taken for the name.
 """
 
 from __future__ import annotations
@@ -10,12 +12,29 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 from plansight.errors import SqlSyntaxError
 
 
 class _Dialect(DuckDB):
     class Parser(DuckDB.Parser):
+        def _parse_expression(self):
+            # A prefix alias needs a name before the colon; SELECT, WHERE, THEN... are not names
+            if (self._next is not None and self._next.token_type == TokenType.COLON
+                    and self._curr.token_type not in self.ALIAS_TOKENS):
+                return super(DuckDB.Parser, self)._parse_expression()
+            return super()._parse_expression()
+
+        def _parse_placeholder(self):
+            # remember where ``:name`` was written, so an unbound one gets a caret under it
+            first = self._curr
+            node = super()._parse_placeholder()
+            if isinstance(node, exp.Placeholder) and first is not None:
+                node.update_positions(line=self._prev.line, col=self._prev.col, start=first.start,
+                                      end=self._prev.end)
+            return node
+
         def _parse_ordered(self, *args, **kwargs):
             start = self._index
             node = super()._parse_ordered(*args, **kwargs)

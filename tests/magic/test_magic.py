@@ -205,6 +205,25 @@ def test_colon_parameters_bind_namespace_values_as_typed_literals(ip, capsys):
         ip.user_ns.pop(name)
 
 
+def test_parameter_first_in_select_list(ip, capsys):
+    ip.user_ns.update(x=41, y="o'b")
+    ip.user_ns["arrow_t"] = pa.table({"a": [1, 41, 41]})
+    assert query(ip, "--no-monitor SELECT :x").table.to_pylist()[0] == {"$x": 41}
+    row = query(ip, "--no-monitor", "SELECT :x + 1, :y AS b").table.to_pylist()[0]
+    assert list(row.values()) == [42, "o'b"] and "b" in row
+    assert query(ip, "--no-monitor", "SELECT count(*) AS n FROM arrow_t WHERE a = :x"
+                 ).table.to_pylist() == [{"n": 2}]
+    # an unbound name: a short message with a caret under it, no traceback
+    assert query(ip, "--no-monitor", "SELECT :x,\n       :missing") is None
+    err = capsys.readouterr().err
+    assert "parameter :missing has no value" in err and "Traceback" not in err
+    lines = err.replace("\x1b[31m", "").replace("\x1b[0m", "").splitlines()  # no colour
+    caret = next(i for i, line in enumerate(lines) if line.strip() == "^")
+    assert lines[caret].index("^") == lines[caret - 1].index(":missing")
+    for name in ("x", "y"):
+        ip.user_ns.pop(name)
+
+
 def test_config_sets_validated_kernel_defaults(ip, capsys):
     from traitlets import TraitError
 
