@@ -12,12 +12,22 @@ Threads and responsibilities::
 
 The query runs in a worker thread so that the cell thread stays free to refresh the widget
 (and to receive KeyboardInterrupt, which cancels the query). Without ipywidgets or a kernel,
-the monitor prints a text summary at the end instead.
+the monitor writes a text progress line while the query runs and a text summary at the end.
+
+Progress compares the rows the scans have produced with what the sources' statistics say
+they hold (``DataSourceExec.estimated_rows``); a query that stops early (a LIMIT) says so
+instead of jumping to 100%.
+
+Cancel button: a click reaches a kernel whose main shell is busy only when the front end
+sends widget messages on a kernel subshell (JEP 91: ipykernel >= 7, JupyterLab >= 4.4, which
+opens one subshell per comm target). The monitor shows the button once the kernel has a
+subshell; elsewhere it says to interrupt the kernel, which cancels the same way.
 """
 
 from __future__ import annotations
 
 import html
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -35,6 +45,7 @@ from plansight.engine.exec.events import (
     ReservationChanged,
     SpillWritten,
 )
+from plansight.engine.physical.scan import DataSourceExec
 
 from plansight.errors import Cancelled
 
@@ -80,6 +91,8 @@ class MonitorSnapshot:
     result_rows: int | None
     error: str | None
     now: float
+    rows_scanned: int = 0  # output rows of the plan's scans so far
+    rows_estimated: int | None = None  # what the scans' sources hold (None: no scan)
 
 
 class QueryMonitor:
@@ -95,14 +108,24 @@ class QueryMonitor:
     """
 
     def __init__(self, query, min_interval: float = 0.2, live: bool | None = None,
-                 show: bool = True, observers=()):
+                 show: bool = True, observers=(), cancel_button: bool | None = None,
+                 progress_stream=None):
         self.query = query
         self.observers = list(observers)  # more engine observers (e.g. a profiler)
         self.min_interval = min_interval
         self.live = _widgets_available() if live is None else live
         self.show = show
-        self.widget = None
+        # None: offer the button once the front end can deliver clicks to the busy kernel
+        self.cancel_button_wanted = cancel_button
+        self.progress_stream = progress_stream  # text progress without widgets (default stderr)
+        self.widget = None  # the HTML view of the snapshot
+        self.view = None  # what is displayed: the Cancel button above the HTML view
+        self.cancel_button = None
+        self.cancel_requested = False
         self.refresh_count = 0
+        self._scan_estimates = {op.operator_id: op.estimated_rows()
+                                for _, op in plan_rows(query.physical)
+                                if isinstance(op, DataSourceExec)}
         self._lock = threading.Lock()
         self._version = 0
         self._status = "pending"
@@ -155,6 +178,8 @@ class QueryMonitor:
         now = time.perf_counter()
         with self._lock:
             start = self._start if self._start is not None else now
+            scanned = sum(self._operators[i].output_rows for i in self._scan_estimates
+                          if i in self._operators)
             return MonitorSnapshot(
                 version=self._version, status=self._status,
                 elapsed=(self._end if self._end is not None else now) - start,
@@ -162,7 +187,9 @@ class QueryMonitor:
                 pool_total=self._pool_total, pool_peak=self._pool_peak,
                 spill_count=self._spill_count, spilled_rows=self._spilled_rows,
                 spilled_bytes=self._spilled_bytes, repartitions=dict(self._repartitions),
-                result_rows=self._result_rows, error=self._error, now=now)
+                result_rows=self._result_rows, error=self._error, now=now,
+                rows_scanned=scanned, rows_estimated=sum(self._scan_estimates.values())
+                if self._scan_estimates else None)
 
     # -- cell side ----------------------------------------------------------------
     def run(self):
@@ -178,14 +205,18 @@ class QueryMonitor:
         handle = self._open_view()
         worker = threading.Thread(target=work, name="plansight-query", daemon=True)
         worker.start()
-        rendered = -1
+        rendered, rendered_at = -1, 0.0
         try:
             while worker.is_alive():
                 worker.join(self.min_interval)
+                if not worker.is_alive():
+                    break
+                self._update_cancel_button()
                 snap = self.snapshot()
-                if worker.is_alive() and snap.version != rendered:
+                # new events, or the elapsed time (once a second) while nothing else moves
+                if snap.version != rendered or snap.now - rendered_at >= 1.0:
                     self._refresh(snap)
-                    rendered = snap.version
+                    rendered, rendered_at = snap.version, snap.now
         except KeyboardInterrupt:
             self.query.cancel()
             while worker.is_alive():
@@ -199,35 +230,138 @@ class QueryMonitor:
             raise outcome["error"]
         return outcome["run"]
 
+    # -- cancelling -----------------------------------------------------------------
+    def _on_cancel_click(self, _button=None) -> None:
+        """Runs where the front end's click is handled (a subshell thread): cancel, no widget
+        update; the cell thread shows "cancelling" at its next refresh."""
+        self.cancel_requested = True
+        self.query.cancel()
+
+    def _update_cancel_button(self) -> None:
+        button = self.cancel_button
+        if button is None:
+            return
+        if self.cancel_requested and not button.disabled:
+            button.disabled, button.description = True, "cancelling…"
+        if button.layout.display == "none" and (self.cancel_button_wanted is True or (
+                self.cancel_button_wanted is None and clicks_reach_busy_kernel())):
+            button.layout.display = None  # the hint below disappears with the next refresh
+
+    @property
+    def cancel_button_shown(self) -> bool:
+        return self.cancel_button is not None and self.cancel_button.layout.display != "none"
+
+    # -- the view ---------------------------------------------------------------------
+    def _html(self, snap: MonitorSnapshot) -> str:
+        return render_html(snap, self.query.physical, cancel_hint=not self.cancel_button_shown)
+
     def _open_view(self):
         if not self.live:
+            self._text_progress = self.show and _wants_text_progress(self._progress_stream())
             return None
         import ipywidgets
 
-        self.widget = ipywidgets.HTML(value=render_html(self.snapshot(), self.query.physical))
+        self._text_progress = False
+        self.widget = ipywidgets.HTML(value=self._html(self.snapshot()))
+        if self.cancel_button_wanted is not False:
+            self.cancel_button = ipywidgets.Button(
+                description="Cancel", icon="stop", button_style="warning",
+                tooltip="cancel the query (it stops within one batch)",
+                layout=ipywidgets.Layout(display="none", width="auto"))
+            self.cancel_button.add_class("plansight-cancel")
+            self.cancel_button.on_click(self._on_cancel_click)
+            _handle_messages_where_sent(self.cancel_button)
+            self._update_cancel_button()
+            self.view = ipywidgets.VBox([self.cancel_button, self.widget])
+        else:
+            self.view = self.widget
         if self.show:
             from IPython.display import display
 
-            return display(self.widget, display_id=True)
+            return display(self.view, display_id=True)
         return None
+
+    def _progress_stream(self):
+        return self.progress_stream if self.progress_stream is not None else sys.stderr
 
     def _refresh(self, snap: MonitorSnapshot) -> None:
         if self.widget is not None:
-            self.widget.value = render_html(snap, self.query.physical)
+            self.widget.value = self._html(snap)
             self.refresh_count += 1
+        elif getattr(self, "_text_progress", False):
+            stream = self._progress_stream()
+            stream.write("\r" + progress_line(snap).ljust(self._progress_width))
+            stream.flush()
+            self.refresh_count += 1
+
+    _progress_width = 100  # pad each text progress line: a shorter one overwrites a longer
 
     def _close_view(self, handle, final: MonitorSnapshot) -> None:
         """The final snapshot always lands in the widget; the live view becomes static HTML."""
+        if self.cancel_button is not None:
+            self.cancel_button.layout.display = "none"
         self._refresh(final)
+        if getattr(self, "_text_progress", False):
+            self._progress_stream().write("\n")
         if not self.show:
             return
         if handle is not None:
             from IPython.display import HTML
 
             handle.update(HTML(render_html(final, self.query.physical)))
+            self.view.close()
             self.widget.close()
+            if self.cancel_button is not None:
+                self.cancel_button.close()
         elif not self.live:
             print(render_text(final, self.query.physical))
+
+
+def clicks_reach_busy_kernel() -> bool:
+    """Whether a widget click can reach this kernel while a cell runs.
+
+    ipykernel >= 7 runs subshells (JEP 91) on their own threads; JupyterLab >= 4.4 opens one
+    per comm target and sends widget messages there. A kernel with no subshell has a front
+    end that queues clicks behind the running cell (classic tools, VS Code, ipykernel < 7).
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    kernel = getattr(get_ipython(), "kernel", None)
+    manager = getattr(getattr(kernel, "shell_channel_thread", None), "manager", None)
+    list_subshells = getattr(manager, "list_subshell", None)
+    if list_subshells is None:
+        return False
+    try:
+        return bool(list_subshells())
+    except Exception:  # noqa: BLE001 -- a kernel shutting down: no button
+        return False
+
+
+def _handle_messages_where_sent(widget) -> None:
+    """Let the front end's messages to ``widget`` run on the subshell they were sent on.
+
+    ipykernel routes a comm's incoming messages to the subshell that last sent on that comm,
+    so that a cell awaiting a widget's reply gets it. For the Cancel button that is the main
+    shell, busy running the query cell: a click would wait for the query to end.
+    """
+    comm = getattr(widget, "comm", None)
+    if comm is not None and hasattr(comm, "_reply_subshell_for"):
+        comm._reply_subshell_for = lambda data, default: default
+
+
+def _wants_text_progress(stream) -> bool:
+    """A terminal overwrites the progress line in place; so does a notebook's stream output.
+    Anything else (a log file, a pipe) only gets the final summary."""
+    try:
+        if stream.isatty():
+            return True
+    except (AttributeError, ValueError):
+        return False
+    from IPython import get_ipython
+
+    return getattr(get_ipython(), "kernel", None) is not None
 
 
 def _widgets_available() -> bool:
@@ -299,14 +433,73 @@ _NUMBER = f"style='text-align:right;{_CELL}'"
 _CODE = "background:none;padding:0;font-size:11px"
 
 
-# No Cancel button: clicks reach the kernel only after the busy cell ends (ipykernel < 7 /
-# JupyterLab < 4.4), so the interrupt is the way, and it stops every thread within a batch.
-_CANCEL_HINT = ("<div style='color:#888'>to cancel: interrupt the kernel (■, or I I); the "
-                "query stops within one batch and the next cell works</div>")
+# Where the front end cannot deliver a click during a busy cell (no kernel subshells), the
+# interrupt is the way to cancel, and it stops every thread within a batch.
+_CANCEL_HINT = ("<div class='plansight-cancel-hint' style='color:#888'>to cancel: interrupt "
+                "the kernel (■, or I I); the query stops within one batch and the next cell "
+                "works</div>")
 
 
-def render_html(snap: MonitorSnapshot, plan) -> str:
-    """The monitor's HTML: headline, plan table and per-partition bars after repartitions."""
+def progress_fraction(snap: MonitorSnapshot) -> float | None:
+    """Rows scanned over the estimate, at most 1; None without a scan or an empty source."""
+    if not snap.rows_estimated:
+        return None
+    return min(1.0, snap.rows_scanned / snap.rows_estimated)
+
+
+def progress_text(snap: MonitorSnapshot) -> str:
+    """``rows scanned n of ~N (p%) · 1.2 s``; a query that needed fewer rows says so.
+
+    Example:
+        >>> from dataclasses import replace
+        >>> snap = MonitorSnapshot(1, "running", 1.25, {}, 0, 0, 0, 0, 0, {}, None, None, 0.0,
+        ...                        rows_scanned=250, rows_estimated=1000)
+        >>> progress_text(snap)
+        'rows scanned 250 of ~1,000 (25%) · 1.2 s'
+        >>> progress_text(replace(snap, status="finished", rows_scanned=30))
+        'rows scanned 30 of ~1,000 (3%; the rest was not needed) · 1.2 s'
+    """
+    elapsed = f"{snap.elapsed:.1f} s"
+    fraction = progress_fraction(snap)
+    if fraction is None:
+        return elapsed
+    estimate = max(snap.rows_estimated, snap.rows_scanned)  # a guessed size may be exceeded
+    note = ("; the rest was not needed" if snap.status == "finished"
+            and snap.rows_scanned < snap.rows_estimated else "")
+    return (f"rows scanned {snap.rows_scanned:,} of ~{estimate:,} "
+            f"({fraction:.0%}{note}) · {elapsed}")
+
+
+def progress_line(snap: MonitorSnapshot, width: int = 24) -> str:
+    """The terminal's progress line: a bar of ``width`` characters, then the progress text.
+
+    Example:
+        >>> snap = MonitorSnapshot(1, "running", 0.5, {}, 0, 0, 0, 0, 0, {}, None, None, 0.0,
+        ...                        rows_scanned=500, rows_estimated=1000)
+        >>> progress_line(snap, width=10)
+        '[#####.....] running · rows scanned 500 of ~1,000 (50%) · 0.5 s'
+    """
+    fraction = progress_fraction(snap)
+    filled = round(width * fraction) if fraction is not None else 0
+    bar = f"[{'#' * filled}{'.' * (width - filled)}] " if fraction is not None else ""
+    return f"{bar}{snap.status} · {progress_text(snap)}"
+
+
+def _progress_html(snap: MonitorSnapshot, colour: str) -> str:
+    fraction = progress_fraction(snap)
+    bar = ""
+    if fraction is not None:
+        bar = ("<div style='display:inline-block;width:160px;height:8px;background:#e5e5e5;"
+               "margin-right:6px;vertical-align:middle'><div class='plansight-progress-bar' "
+               f"style='width:{fraction * 100:.1f}%;height:100%;background:{colour}'></div>"
+               "</div>")
+    return (f"<div class='plansight-progress' style='margin:2px 0'>{bar}"
+            f"<span>{html.escape(progress_text(snap))}</span></div>")
+
+
+def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True) -> str:
+    """The monitor's HTML: headline, progress, plan table and per-partition bars after
+    repartitions; while running, how to cancel (unless a Cancel button is shown)."""
     esc = html.escape
     colour = {"running": "#1f77b4", "finished": "#2ca02c", "failed": "#d62728",
               "cancelled": "#ff7f0e"}.get(snap.status, "#888")
@@ -330,7 +523,8 @@ def render_html(snap: MonitorSnapshot, plan) -> str:
     # inline styles only: the same look in a live widget and in the static snapshot
     parts = [(f"<div class='plansight-monitor' style='font-size:12px;line-height:1.35'>"
               f"<div style='color:{colour};font-weight:bold'>{esc(_headline(snap))}</div>"),
-             *([_CANCEL_HINT] if snap.status == "running" else []),
+             _progress_html(snap, colour),
+             *([_CANCEL_HINT] if snap.status == "running" and cancel_hint else []),
              (f"<table style='border-collapse:collapse;margin:2px 0'><thead><tr>{header}</tr>"
               f"</thead><tbody>{''.join(body)}</tbody></table>")]
     for operator_id, rows in snap.repartitions.items():

@@ -32,6 +32,13 @@ class DataSourceExec(ExecutionPlan):
         bounds = [len(units) * i // self.partition_count for i in range(self.partition_count + 1)]
         self.assignment = [units[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
 
+    def estimated_rows(self) -> int:
+        """Rows this scan expects to read, from the source's statistics: the units left after
+        pruning (exact for Parquet row groups and memory tables, a size-based guess for CSV
+        and IPC files), at most ``fetch`` per partition. Progress displays compare with it."""
+        return sum(min(rows, self.fetch) if self.fetch is not None else rows
+                   for rows in (sum(unit.rows for unit in units) for units in self.assignment))
+
     def output_partitioning(self) -> Partitioning:
         return Partitioning(self.partition_count)
 
