@@ -36,7 +36,7 @@ def session():
     "SELECT a FROM t WHERE s = :y OR a > :x ORDER BY a",
     "SELECT :d + 1 AS v, :t AS w, :n AS u",
     "SELECT a, CASE WHEN a = :x THEN :y ELSE s END AS v FROM t ORDER BY a NULLS FIRST",
-    "WITH c AS (SELECT :x AS v) SELECT v FROM c UNION ALL SELECT :x + 10",
+    "WITH c AS (SELECT :x AS v) SELECT v FROM c UNION ALL SELECT :x + 10 ORDER BY v",
     "SELECT (SELECT :x) AS v",
 ])
 def test_parameters_match_duckdb(session, sql):

@@ -211,6 +211,8 @@ class QueryMonitor:
                 worker.join(self.min_interval)
                 if not worker.is_alive():
                     break
+                if self.cancel_requested:  # again: a click before the run began was cleared
+                    self.query.cancel()
                 self._update_cancel_button()
                 snap = self.snapshot()
                 # new events, or the elapsed time (once a second) while nothing else moves
