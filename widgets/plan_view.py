@@ -269,7 +269,7 @@ class QueryMonitor:
             self.cancel_button = ipywidgets.Button(
                 description="Cancel", icon="stop", button_style="warning",
                 tooltip="cancel the query (it stops within one batch)",
-                layout=ipywidgets.Layout(display="none", width="auto"))
+                layout=ipywidgets.Layout(display="none", width="8em"))
             self.cancel_button.add_class("plansight-cancel")
             self.cancel_button.on_click(self._on_cancel_click)
             _handle_messages_where_sent(self.cancel_button)

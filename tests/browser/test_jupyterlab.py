@@ -4,7 +4,9 @@ JupyterLab is served on 127.0.0.1 with a random token from a temporary root fold
 own config, settings, workspaces and runtime folders, so the user's are never touched).
 Debian's ``chromium`` runs headless under Playwright. The test runs all cells, takes a
 screenshot while the monitor widget updates live and one at the end, and checks that the
-monitor and the result tables rendered. Screenshots land in ``PLANSIGHT_SCREENSHOTS`` if
+monitor and the result tables rendered. A second notebook starts an endless query and
+clicks the monitor's Cancel button while the cell is busy (JupyterLab sends widget messages
+on a kernel subshell). Screenshots land in ``PLANSIGHT_SCREENSHOTS`` if
 set, else in the test's temporary folder (printed at the end).
 
     pip install -e '.[test,browser]' && apt-get install chromium
@@ -58,6 +60,25 @@ def _wait_for_server(url: str, process: subprocess.Popen, timeout: float = 90) -
     raise TimeoutError(f"jupyter lab did not answer at {url}")
 
 
+def _widget_data_path() -> str:
+    """JUPYTER_PATH with the data folder of the environment that holds jupyterlab_widgets.
+
+    A virtualenv that borrows another environment's packages (system site packages, a .pth)
+    has their Python modules but not their ``share/jupyter/labextensions``: without this the
+    widget front end is missing and every widget shows as text.
+    """
+    paths = [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p]
+    try:
+        import jupyterlab_widgets
+    except ImportError:
+        return os.pathsep.join(paths)
+    # <prefix>/lib/pythonX.Y/site-packages/jupyterlab_widgets/__init__.py -> <prefix>/share
+    data = Path(jupyterlab_widgets.__file__).resolve().parents[4] / "share" / "jupyter"
+    if data.is_dir() and str(data) not in paths:
+        paths.append(str(data))
+    return os.pathsep.join(paths)
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server on 127.0.0.1 serving a temporary copy of the examples."""
@@ -68,6 +89,7 @@ def lab(tmp_path_factory):
     root = base / "root"
     root.mkdir()
     shutil.copy(EXAMPLES / "01_tour.ipynb", root / "01_tour.ipynb")
+    _write_cancel_notebook(root / "cancel.ipynb")
     settings = base / "settings" / "@jupyterlab"
     (settings / "apputils-extension").mkdir(parents=True)
     (settings / "notebook-extension").mkdir(parents=True)
@@ -78,7 +100,8 @@ def lab(tmp_path_factory):
     (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
         json.dumps({"windowingMode": "none"}))
     port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(base / "config"),
+    env = dict(os.environ, JUPYTER_PATH=_widget_data_path(),
+               JUPYTER_CONFIG_DIR=str(base / "config"),
                JUPYTER_RUNTIME_DIR=str(base / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(
                    base / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"))
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
@@ -168,6 +191,82 @@ def test_tour_runs_in_jupyterlab(lab, screenshots):
             assert page.locator("text=Traceback (most recent call last)").count() == 0
         except Exception:
             page.screenshot(path=str(screenshots / "failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+CANCEL_SETUP = """\
+import time
+import pyarrow as pa
+import plansight as ps
+from plansight.engine.catalog import ScanUnit, TableSource
+from plansight.magic import set_session
+
+class Endless(TableSource):
+    # batches for about ten minutes: the query runs until it is cancelled
+    def __init__(self):
+        self.schema = pa.schema([("x", pa.int64())])
+    def units(self, partitions=1):
+        return [ScanUnit(rows=10**9)]
+    def read(self, unit, columns, batch_size):
+        batch = pa.record_batch([pa.array(range(10), pa.int64())], schema=self.schema)
+        for _ in range(600_000):
+            time.sleep(0.001)
+            yield batch
+
+session = ps.Session(target_partitions=1)
+session.register("endless", Endless())
+set_session(session)
+%load_ext plansight"""
+
+
+def _write_cancel_notebook(path: Path) -> None:
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(CANCEL_SETUP),
+                      nbformat.v4.new_code_cell("%%query\nSELECT count(*) AS n FROM endless"),
+                      nbformat.v4.new_code_cell("%%query --no-monitor\nSELECT 41 + 1 AS answer")]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
+    nbformat.write(notebook, path)
+
+
+def test_cancel_button_stops_a_running_query(lab, screenshots):
+    """JupyterLab >= 4.4 sends widget clicks on a kernel subshell: the Cancel button works
+    while the cell is busy, the cell ends cancelled and the next cell runs."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            # a workspace of its own: the tour's tab (and its cells) is not restored here
+            page.goto(f"{lab['url']}/lab/workspaces/cancel/tree/cancel.ipynb"
+                      f"?token={lab['token']}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
+            _accept_kernel_dialog(page)
+            _wait_idle(page)
+            _run_all_cells(page)
+            button = page.locator(".plansight-cancel")
+            button.wait_for(state="visible", timeout=120_000)
+            page.locator(f"{LIVE_MONITOR}", has_text="running").first.wait_for()
+            page.screenshot(path=str(screenshots / "10_cancel_button.png"))
+            button.click()
+            _wait_all_executed(page)
+            _wait_idle(page)
+            page.screenshot(path=str(screenshots / "11_cancelled.png"))
+            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
+            assert cells.count() == 3
+            query_cell = cells.nth(1)
+            assert "query cancelled" in query_cell.inner_text()
+            assert "cancelled" in query_cell.locator(MONITOR).first.inner_text()
+            assert "42" in cells.nth(2).inner_text()
+            assert page.locator("text=Traceback (most recent call last)").count() == 0
+        except Exception:
+            page.screenshot(path=str(screenshots / "cancel_failure.png"), full_page=True)
             raise
         finally:
             browser.close()
