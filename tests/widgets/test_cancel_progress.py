@@ -225,7 +225,8 @@ def test_text_progress_line_in_a_terminal():
 
     def stop_after_some_lines():
         deadline = time.monotonic() + 60
-        while stream.getvalue().count("\r") < 3 and time.monotonic() < deadline:
+        while (stream.getvalue().count("\r") < 3 or monitor.snapshot().rows_scanned < 100) \
+                and time.monotonic() < deadline:
             time.sleep(0.01)
         source.stop.set()
 
@@ -235,12 +236,12 @@ def test_text_progress_line_in_a_terminal():
     stopper.join()
     lines = [line.strip() for line in stream.getvalue().split("\r") if line.strip()]
     assert len(lines) >= 3 and stream.getvalue().endswith("\n")
-    assert all(re.match(r"\[[#.]{24}\] (running|finished) · rows scanned [\d,]+ of "
+    assert all(re.match(r"\[[#.]{24}\] (pending|running|finished) · rows scanned [\d,]+ of "
                         r"~1,000,000,000 \(\d+%", line) for line in lines)
     counts = [int(PROGRESS.search(line).group(1).replace(",", "")) for line in lines]
     assert counts == sorted(counts)
     assert lines[-1].startswith("[") and "finished" in lines[-1]
-    assert counts[-1] == run.result.column("n")[0].as_py()
+    assert counts[-1] == run.result.column("n")[0].as_py() >= 100
 
 
 def test_no_progress_line_into_a_log_file(capsys):
