@@ -1,14 +1,25 @@
-"""Dynamic filters: a range on one column that tightens while the query runs.
+"""Dynamic filters: a range (and maybe a key set) on one column, known only while running.
 
-    SortExec TopK(k) ──threshold after each cut──┐
-    HashJoinExec build ──min/max of build keys───┤
-                                                 ▼
-    DataSourceExec: skip row groups whose min/max statistics fall outside, drop the rows of
-    each batch that fall outside, before anything above sees them.
+    SortExec TopK(k) ──threshold after each cut──────────────┐
+    HashJoinExec build ──min/max of build keys, and the set──┤
+                         of keys when it has few distinct    ▼
+    DataSourceExec: skip row groups whose min/max statistics fall outside the range or contain
+    none of the keys; drop the rows of each batch that fall outside (``pc.is_in`` against the
+    key set), before anything above sees them.
 
 Only rows that could never reach the output are dropped: a top-k keeps ties (the bound is
 inclusive) and NULLs are never filtered by a top-k bound (they may sort first); a join
-filter is attached only to joins that drop unmatched probe rows.
+filter is attached only to joins that drop unmatched probe rows, and NULL probe keys pass
+only for null-safe (INTERSECT/EXCEPT) joins.
+
+A join's filter is complete only when every build side that feeds it has published: one for
+a collect-left join, one per partition for a partitioned join (each partition's build holds
+only the keys hashed to it; the scan feeds all partitions, so it needs their union). Until
+then the filter stays inactive and the scan reads everything.
+
+A multi-column join key gets one filter per column, each with that column's own keys: a row
+must match every column, so each column's filter alone drops only rows that cannot match.
+Float keys publish only a range: a key set would compare bits (-0.0 is not 0.0, NaN joins NaN).
 """
 
 from __future__ import annotations
@@ -16,8 +27,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+# a build side with at most this many distinct keys publishes them as a set; is_in against
+# a set this small costs about as much as the range comparisons it replaces
+KEY_SET_MAX = 1024
 
 
 class DynamicFilter:
@@ -28,21 +44,78 @@ class DynamicFilter:
         self.low: Any = None
         self.high: Any = None
         self.empty = False  # e.g. an empty join build side: nothing can match
+        self.key_set: pa.Array | None = None  # sorted distinct non-NULL keys, when few
+        self._sorted_keys: np.ndarray | None = None  # the same as Python values, for stats
+        self._cast_keys: dict = {}  # key_set cast to a probe column's type
         self.run: Any = None  # the TaskContext whose bounds these are
         self._lock = threading.Lock()
+        self._builds: dict = {}  # build keys published so far in this run, by build id
 
     def start(self, ctx: Any) -> None:
         """Forget bounds from an earlier run of the same plan."""
         with self._lock:
             if self.run is not ctx:
                 self.run, self.low, self.high, self.empty = ctx, None, None, False
+                self.key_set, self._sorted_keys, self._cast_keys = None, None, {}
+                self._builds = {}
 
     def applies_to(self, ctx: Any) -> bool:
         return self.run is ctx and self.active
 
     @property
     def active(self) -> bool:
-        return self.empty or self.low is not None or self.high is not None
+        return self.empty or self.low is not None or self.high is not None or \
+            self.key_set is not None
+
+    def publish_build_keys(self, keys: pa.Array, build: int = 0, builds: int = 1) -> None:
+        """Build side ``build`` of ``builds`` has these join keys (NULLs included).
+
+        The filter takes effect once all ``builds`` have published, with the union of their
+        keys: no range or set from a part of the build side may drop a probe row.
+        """
+        if isinstance(keys, pa.ChunkedArray):
+            keys = keys.combine_chunks()
+        keys = keys.drop_null()
+        summary = {"rows": len(keys), "low": None, "high": None, "set": None}
+        if len(keys):
+            bounds = pc.min_max(keys)
+            summary["low"], summary["high"] = bounds["min"].as_py(), bounds["max"].as_py()
+            if not pa.types.is_floating(keys.type):
+                distinct = pc.unique(keys)
+                if len(distinct) <= KEY_SET_MAX:
+                    summary["set"] = distinct
+        with self._lock:
+            if build in self._builds:
+                return  # a collect-left build is published by every probe partition
+            self._builds[build] = summary
+            if len(self._builds) < builds:
+                return
+            parts = list(self._builds.values())
+        self._commit(parts, keys.type)
+
+    def _commit(self, parts: list[dict], key_type: pa.DataType) -> None:
+        present = [p for p in parts if p["rows"]]
+        if not present:
+            if self.keep_nulls:  # only NULL probe keys can match (null-safe join)
+                self._set_keys(pa.array([], key_type))
+            else:
+                self.empty = True
+            return
+        sets = [p["set"] for p in present]
+        if all(s is not None for s in sets):
+            keys = pc.unique(pa.concat_arrays(sets)) if len(sets) > 1 else sets[0]
+            if len(keys) <= KEY_SET_MAX:
+                self._set_keys(keys)
+        try:
+            self.tighten(min(p["low"] for p in present), max(p["high"] for p in present))
+        except TypeError:
+            pass  # incomparable statistics values: the set (if any) still applies
+
+    def _set_keys(self, keys: pa.Array) -> None:
+        keys = keys.take(pc.sort_indices(keys))
+        with self._lock:
+            self._sorted_keys = np.array(keys.to_pylist() + [None], dtype=object)[:-1]
+            self.key_set = keys
 
     def tighten(self, low: Any = None, high: Any = None) -> None:
         with self._lock:
@@ -67,6 +140,11 @@ class DynamicFilter:
                 return False
             if self.low is not None and high < self.low:
                 return False
+            keys = self._sorted_keys
+            if keys is not None:
+                # the first key >= low must exist and be <= high
+                at = int(np.searchsorted(keys, low, side="left"))
+                return at < len(keys) and keys[at] <= high
         except TypeError:
             return True
         return True
@@ -77,6 +155,10 @@ class DynamicFilter:
             return None
         if self.empty:
             return pa.repeat(pa.scalar(False), len(column))
+        if self.key_set is not None:
+            keys = self._keys_as(column.type)
+            if keys is not None:
+                return self._key_set_mask(column, keys)
         low, high = self.low, self.high
         keep = None
         try:
@@ -99,8 +181,28 @@ class DynamicFilter:
             keep = pc.or_(keep, pc.is_nan(column))  # NaN compares false but joins NaN
         return pc.fill_null(keep, self.keep_nulls)
 
+    def _keys_as(self, type: pa.DataType) -> pa.Array | None:
+        """The key set as ``type`` (None when it does not cast exactly: the range applies)."""
+        keys = self._cast_keys.get(type)
+        if keys is None:
+            try:
+                keys = self.key_set.cast(type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                return None
+            self._cast_keys[type] = keys
+        return keys
+
+    def _key_set_mask(self, column: pa.Array, keys: pa.Array) -> pa.Array | None:
+        """Rows whose key is one of the build keys (and NULLs for null-safe joins)."""
+        keep = pc.is_in(column, value_set=keys, skip_nulls=True)
+        if self.keep_nulls and column.null_count:
+            keep = pc.or_(keep, pc.is_null(column))
+        return None if pc.all(keep).as_py() is not False else keep
+
     def describe(self) -> str:
         bounds = [f">= {self.low!r}" if self.low is not None else "",
                   f"<= {self.high!r}" if self.high is not None else ""]
+        if self.key_set is not None:
+            bounds.append(f"IN ({len(self.key_set)} keys)")
         text = " AND ".join(b for b in bounds if b) or "pending"
         return f"{self.origin}: {'empty' if self.empty else text}"

@@ -254,17 +254,15 @@ class HashJoinExec(ExecutionPlan):
             text += ", null_aware=true"
         return text
 
-    def _publish_key_ranges(self, build: pa.Table, ctx) -> None:
-        """Tell the probe scan the range of build keys: rows outside can never match."""
+    def _publish_build_keys(self, build: pa.Table, partition: int) -> None:
+        """Tell the probe scan which keys the build side has: rows with others never match.
+
+        A partitioned join's build partition holds only its own keys; the filter combines
+        all partitions' keys before it applies.
+        """
+        part, parts = (0, 1) if self.partitions is None else (partition, self.partitions)
         for build_key, dynamic_filter in self.dynamic_filters:
-            if dynamic_filter.active:
-                continue  # published by an earlier probe partition
-            keys = evaluate(build_key, build)
-            if len(keys) == keys.null_count:
-                dynamic_filter.empty = True
-                continue
-            bounds = pc.min_max(keys)
-            dynamic_filter.tighten(bounds["min"].as_py(), bounds["max"].as_py())
+            dynamic_filter.publish_build_keys(evaluate(build_key, build), part, parts)
 
     def _build_partition(self, partition: int, ctx):
         """Partitioned mode: this partition's own share of the build side."""
@@ -286,7 +284,7 @@ class HashJoinExec(ExecutionPlan):
                 build, index = self.shared_build.acquire(ctx)
             else:
                 build, index, reservation = self._build_partition(partition, ctx)
-            self._publish_key_ranges(build, ctx)
+            self._publish_build_keys(build, partition)
             assembler = JoinAssembler(build, self.join_type, self.schema, self.filter)
             build_empty = build.num_rows == 0
             if self.null_aware and index.has_null_key and self.join_type == "right_anti":

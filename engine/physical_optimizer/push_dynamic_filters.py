@@ -33,8 +33,7 @@ def push_dynamic_filters(plan: ExecutionPlan) -> ExecutionPlan:
                 dynamic_filter = DynamicFilter(f"TopK[{node.operator_id}]", keep_nulls=True)
                 found[0].dynamic_filters.append((found[1], dynamic_filter))
                 node.dynamic_filter = (dynamic_filter, key.descending)
-        elif isinstance(node, HashJoinExec) and node.join_type in _PROBE_DROPPING and \
-                node.partitions is None:  # a partition's build holds only part of the keys
+        elif isinstance(node, HashJoinExec) and node.join_type in _PROBE_DROPPING:
             filters = []
             for build_key, probe_key in node.on:
                 found = find_scan_column(node.right, probe_key)
