@@ -41,13 +41,17 @@ class TableSource:
     def read(self, unit: ScanUnit, columns: list[str], batch_size: int) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
 
-    def unit_stats(self, unit: ScanUnit, column: str) -> tuple[Any, Any, int] | None:
+    def unit_stats(self, unit: ScanUnit, column: str) -> tuple[Any, Any, int | None] | None:
         """(min, max, null count) of ``column`` in ``unit`` when the format keeps them."""
         return None
 
     def prune(self, units: list[ScanUnit], predicates: list[Any]) -> tuple[list[ScanUnit], int]:
         """Drop units whose statistics prove no row passes; returns (kept, pruned count)."""
         return units, 0
+
+    def fully_matches(self, unit: ScanUnit, predicates: list[Any]) -> bool:
+        """True only when statistics prove that every row of ``unit`` passes ``predicates``."""
+        return False
 
     def describe(self) -> str:
         return f"file_type={self.kind}"
@@ -143,18 +147,23 @@ class ParquetSource(TableSource):
                 kept.append(unit)
         return kept, len(units) - len(kept)
 
+    def fully_matches(self, unit, predicates):
+        stats = _row_group_stats(self._meta[unit.path], unit.row_groups[0])
+        return all(_all_match(p, stats) for p in predicates)
+
     def describe(self) -> str:
         return f"files={len(self.files)}, file_type=parquet"
 
 
-def _row_group_stats(meta, index: int) -> dict[str, tuple[Any, Any, int]]:
+def _row_group_stats(meta, index: int) -> dict[str, tuple[Any, Any, int | None]]:
     group = meta.row_group(index)
     stats = {}
     for c in range(group.num_columns):
         column = group.column(c)
         s = column.statistics
         if s is not None and s.has_min_max:
-            stats[column.path_in_schema] = (s.min, s.max, s.null_count)
+            nulls = s.null_count if s.has_null_count else None  # None: unknown
+            stats[column.path_in_schema] = (s.min, s.max, nulls)
     return stats
 
 
@@ -182,6 +191,32 @@ def _may_match(predicate: tuple[str, str, Any], stats) -> bool:
     except TypeError:
         return True
     return True
+
+
+def _all_match(predicate: tuple[str, str, Any], stats) -> bool:
+    """True only when statistics prove that every row satisfies ``column op value``: no
+    NULLs (known null count 0) and min/max inside the range. Float statistics leave NaN
+    out, so a float column never proves it."""
+    column, op, value = predicate
+    if column not in stats:
+        return False
+    low, high, nulls = stats[column]
+    if nulls is None or nulls > 0 or isinstance(low, float) or isinstance(high, float):
+        return False
+    try:
+        if op == "eq":
+            return bool(low == value and high == value)
+        if op == "lt":
+            return bool(high < value)
+        if op == "lte":
+            return bool(high <= value)
+        if op == "gt":
+            return bool(low > value)
+        if op == "gte":
+            return bool(low >= value)
+    except TypeError:
+        return False
+    return False
 
 
 class CsvSource(TableSource):
@@ -317,5 +352,12 @@ def normalize_table(table: pa.Table) -> pa.Table:
     return table.cast(schema) if schema.types != table.schema.types else table
 
 
-__all__ = ["TableSource", "MemorySource", "ParquetSource", "CsvSource", "IpcSource",
-           "source_from_object", "ScanUnit"]
+__all__ = [
+    "CsvSource",
+    "IpcSource",
+    "MemorySource",
+    "ParquetSource",
+    "ScanUnit",
+    "TableSource",
+    "source_from_object",
+]

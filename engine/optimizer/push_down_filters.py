@@ -229,8 +229,9 @@ def _bool():
     return pa.bool_()
 
 
-def _pruning_hint(predicate: Expr, scan: lp.TableScan):
-    """(source column, op, value) for ``column op literal`` predicates on a scan column."""
+def column_comparison(predicate: Expr) -> tuple[Column, str, object] | None:
+    """``(column, op, value)`` for ``column op literal`` (either way round), op in
+    eq/lt/lte/gt/gte, the literal non-NULL and of the column's type; else None."""
     if not isinstance(predicate, Call) or predicate.func not in ("eq", "lt", "lte", "gt", "gte"):
         return None
     a, b = predicate.args
@@ -242,9 +243,18 @@ def _pruning_hint(predicate: Expr, scan: lp.TableScan):
         return None
     if a.type != b.type:
         return None
+    return a, op, b.value
+
+
+def _pruning_hint(predicate: Expr, scan: lp.TableScan):
+    """(source column, op, value) for ``column op literal`` predicates on a scan column."""
+    comparison = column_comparison(predicate)
+    if comparison is None:
+        return None
+    a, op, value = comparison
     for column, name in zip(scan.scan_columns, scan.projection):
         if column.id == a.id:
-            return (name, op, b.value)
+            return (name, op, value)
     return None
 
 

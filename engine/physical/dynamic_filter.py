@@ -124,14 +124,14 @@ class DynamicFilter:
             if high is not None and (self.high is None or high < self.high):
                 self.high = high
 
-    def unit_may_match(self, stats: tuple[Any, Any, int] | None) -> bool:
+    def unit_may_match(self, stats: tuple[Any, Any, int | None] | None) -> bool:
         """False only when row-group statistics prove no row can pass."""
         if self.empty:
             return False
         if stats is None:
             return True
         low, high, nulls = stats
-        if nulls and self.keep_nulls:
+        if (nulls is None or nulls) and self.keep_nulls:
             return True
         if isinstance(low, float) or isinstance(high, float):
             return True  # float statistics leave NaN out, and NaN equals NaN in SQL joins

@@ -1,13 +1,18 @@
 """DataSourceExec: reads a table source, projection pushed into the reader.
 
-Scan units (files, row groups, memory batches) are dealt round-robin to ``partitions``;
-units whose statistics rule out ``pruning_predicates`` are skipped before any read.
+Scan units (files, row groups, memory batches) are split into contiguous runs, one per
+partition; units whose statistics rule out ``pruning_predicates`` are skipped before any read.
+
+Limit pruning (``limit_pruning=(predicates, rows)``, set by ``prune_by_limit`` for a LIMIT
+over a filter made only of ``predicates``): when the units whose statistics prove that every
+row passes hold at least ``rows`` rows, only the first of them that cover ``rows`` are read —
+partially matching units are skipped too. A LIMIT without ORDER BY may return any rows that
+pass the filter.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
-
 from plansight.engine.catalog import TableSource
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
 
@@ -17,16 +22,22 @@ class DataSourceExec(ExecutionPlan):
 
     def __init__(self, source: TableSource, columns: list[str], schema: pa.Schema,
                  partitions: int = 1, pruning_predicates: tuple = (), fetch: int | None = None,
-                 table: str = ""):
+                 table: str = "", limit_pruning: tuple[tuple, int] | None = None):
         super().__init__(schema)
         self.source, self.columns, self.table = source, list(columns), table
         self.pruning_predicates = tuple(pruning_predicates)
         self.fetch = fetch
+        self.limit_pruning = limit_pruning
+        self.requested_partitions = partitions
         # (source column name, DynamicFilter) pairs attached by push_dynamic_filters
         self.dynamic_filters: list = []
         units = source.units(partitions)
         self.total_units = len(units)
         units, self.pruned_units = source.prune(units, list(self.pruning_predicates))
+        self.limit_pruned_units = 0
+        if limit_pruning is not None:
+            units, self.limit_pruned_units = _fully_matching_prefix(source, units,
+                                                                    *limit_pruning)
         self.partition_count = max(1, min(partitions, len(units))) if units else 1
         # contiguous runs of units per partition, so each partition reads in source order
         bounds = [len(units) * i // self.partition_count for i in range(self.partition_count + 1)]
@@ -43,8 +54,14 @@ class DataSourceExec(ExecutionPlan):
         return Partitioning(self.partition_count)
 
     def with_fetch(self, fetch: int | None) -> DataSourceExec:
-        return DataSourceExec(self.source, self.columns, self.schema, self.partition_count,
-                              self.pruning_predicates, fetch, self.table)
+        return DataSourceExec(self.source, self.columns, self.schema, self.requested_partitions,
+                              self.pruning_predicates, fetch, self.table, self.limit_pruning)
+
+    def with_limit_pruning(self, predicates: tuple, rows: int) -> DataSourceExec:
+        """This scan when only ``rows`` rows passing ``predicates`` are needed."""
+        return DataSourceExec(self.source, self.columns, self.schema, self.requested_partitions,
+                              self.pruning_predicates, self.fetch, self.table,
+                              (tuple(predicates), rows))
 
     def display(self) -> str:
         parts = [f"DataSourceExec: table={self.table}", self.source.describe(),
@@ -55,6 +72,8 @@ class DataSourceExec(ExecutionPlan):
             parts.append(f"units_pruned={self.pruned_units}/{self.total_units}")
         if self.fetch is not None:
             parts.append(f"limit={self.fetch}")
+        if self.limit_pruned_units:
+            parts.append(f"units_pruned_by_limit={self.limit_pruned_units}/{self.total_units}")
         if self.dynamic_filters:
             parts.append("dynamic_filters=[" + ", ".join(
                 f"{column} from {f.origin}" for column, f in self.dynamic_filters) + "]")
@@ -77,6 +96,8 @@ class DataSourceExec(ExecutionPlan):
     def _execute(self, partition, ctx):
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         metrics.add("units_pruned", self.pruned_units if partition == 0 else 0)
+        if self.limit_pruned_units and partition == 0:
+            metrics.add("units_pruned_limit", self.limit_pruned_units)
         remaining = self.fetch
         dynamic = [(self.columns.index(c), f) for c, f in self.dynamic_filters]
         for unit in self.assignment[partition]:
@@ -102,3 +123,18 @@ class DataSourceExec(ExecutionPlan):
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
             if remaining is not None and remaining <= 0:
                 return
+
+
+def _fully_matching_prefix(source: TableSource, units: list, predicates: tuple, rows: int):
+    """(units to read, units dropped): the first fully matching units that hold ``rows``
+    rows when there are enough of them, else all ``units``."""
+    chosen, covered = [], 0
+    for unit in units:
+        if covered >= rows:
+            break
+        if unit.rows and source.fully_matches(unit, list(predicates)):
+            chosen.append(unit)
+            covered += unit.rows
+    if covered < rows:
+        return units, 0
+    return chosen, len(units) - len(chosen)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.physical.plan import ExecutionPlan
+from plansight.engine.physical_optimizer.prune_by_limit import prune_by_limit
 from plansight.engine.physical_optimizer.push_dynamic_filters import push_dynamic_filters
 from plansight.engine.physical_optimizer.ensure_requirements import (
     ensure_requirements,
@@ -12,6 +13,8 @@ from plansight.engine.physical_optimizer.ensure_requirements import (
 
 
 def optimize_physical(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPlan:
+    # first: it may shrink a scan's partition count, which the requirements then see
+    plan = prune_by_limit(plan)
     plan = ensure_requirements(plan, config.target_partitions)
     plan = ensure_single_output(plan)
     # last: it wires operators of the final tree together
