@@ -70,6 +70,9 @@ class PlansightMagics(Magics):
 
         Options come first on the magic line; the SQL follows them (line magic) or fills
         the cell (cell magic). Returns the result, or None after an error or ``--explain``.
+        ``:name`` in the SQL binds the notebook variable ``name`` as a typed value. To stop
+        a running query, click the monitor's Cancel button (JupyterLab >= 4.4) or
+        interrupt the kernel; the next cell works either way.
         """
         options_text, sql = split_options(line)
         if cell is not None:

@@ -413,8 +413,8 @@ def _headline(snap: MonitorSnapshot) -> str:
 
 
 def render_text(snap: MonitorSnapshot, plan) -> str:
-    """A plain-text summary: headline, then the plan with per-operator counters."""
-    lines = [_headline(snap)]
+    """A plain-text summary: headline, progress, then the plan with per-operator counters."""
+    lines = [_headline(snap), progress_text(snap)]
     for depth, op in plan_rows(plan):
         state = snap.operators.get(op.operator_id, OperatorState())
         lines.append(f"{'  ' * depth}{op.name}: rows={state.output_rows:,} "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import re
 
 import pandas as pd
 import polars as pl
@@ -152,13 +153,18 @@ def test_monitor_falls_back_to_text_summary(ip, capsys):
     assert result.table.to_pylist() == [{"x": 1}]
     out = capsys.readouterr().out
     assert "finished" in out and "ProjectionExec" in out
+    ip.user_ns["arrow_t"] = pa.table({"x": list(range(50))})
+    query(ip, "", "SELECT x FROM arrow_t LIMIT 5")
+    # the limit reached the scan (5 rows a partition): the estimate says so, no "of ~50"
+    assert re.search(r"rows scanned (\d+) of ~\1 \(100%\)", capsys.readouterr().out)
 
 
 def test_help_lists_options(ip):
     doc = PlansightMagicsDoc()
     for option in ("--out", "--pandas", "--polars", "--explain", "--analyze", "--no-monitor",
-                   "--partitions", "--memory-limit", "--batch-size"):
+                   "--partitions", "--memory-limit", "--batch-size", "--profile", "--trace"):
         assert option in doc
+    assert ":name" in doc and "interrupt the kernel" in doc
 
 
 def PlansightMagicsDoc():
