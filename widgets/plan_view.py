@@ -14,9 +14,10 @@ The query runs in a worker thread so that the cell thread stays free to refresh 
 (and to receive KeyboardInterrupt, which cancels the query). Without ipywidgets or a kernel,
 the monitor writes a text progress line while the query runs and a text summary at the end.
 
-Progress compares the rows the scans have produced with what the sources' statistics say
-they hold (``DataSourceExec.estimated_rows``); a query that stops early (a LIMIT) says so
-instead of jumping to 100%.
+Progress compares the rows the scans have read (produced, or dropped by a join's dynamic
+filter) with what the sources' statistics say they hold (``DataSourceExec.estimated_rows``);
+a query that reads less (a LIMIT, row groups skipped by statistics) says so instead of
+jumping to 100%.
 
 Cancel button: a click reaches a kernel whose main shell is busy only when the front end
 sends widget messages on a kernel subshell (JEP 91: ipykernel >= 7, JupyterLab >= 4.4, which
@@ -180,6 +181,8 @@ class QueryMonitor:
             start = self._start if self._start is not None else now
             scanned = sum(self._operators[i].output_rows for i in self._scan_estimates
                           if i in self._operators)
+            if self._status != "pending":
+                scanned += self._rows_dropped_in_scans()
             return MonitorSnapshot(
                 version=self._version, status=self._status,
                 elapsed=(self._end if self._end is not None else now) - start,
@@ -190,6 +193,15 @@ class QueryMonitor:
                 result_rows=self._result_rows, error=self._error, now=now,
                 rows_scanned=scanned, rows_estimated=sum(self._scan_estimates.values())
                 if self._scan_estimates else None)
+
+    def _rows_dropped_in_scans(self) -> int:
+        """Rows the scans read but dropped (a join's dynamic filter): scanned, yet no event
+        counts them. Read from the run's live metrics, which engine threads only add to."""
+        ctx = getattr(self.query, "_ctx", None)
+        if ctx is None:
+            return 0
+        return int(sum(ctx.metrics.total(i, "rows_skipped_dynamic")
+                       for i in self._scan_estimates))
 
     # -- cell side ----------------------------------------------------------------
     def run(self):
@@ -459,14 +471,14 @@ def progress_text(snap: MonitorSnapshot) -> str:
         >>> progress_text(snap)
         'rows scanned 250 of ~1,000 (25%) · 1.2 s'
         >>> progress_text(replace(snap, status="finished", rows_scanned=30))
-        'rows scanned 30 of ~1,000 (3%; the rest was not needed) · 1.2 s'
+        'rows scanned 30 of ~1,000 (3%; the rest was not read) · 1.2 s'
     """
     elapsed = f"{snap.elapsed:.1f} s"
     fraction = progress_fraction(snap)
     if fraction is None:
         return elapsed
     estimate = max(snap.rows_estimated, snap.rows_scanned)  # a guessed size may be exceeded
-    note = ("; the rest was not needed" if snap.status == "finished"
+    note = ("; the rest was not read" if snap.status == "finished"
             and snap.rows_scanned < snap.rows_estimated else "")
     return (f"rows scanned {snap.rows_scanned:,} of ~{estimate:,} "
             f"({fraction:.0%}{note}) · {elapsed}")

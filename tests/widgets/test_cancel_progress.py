@@ -185,7 +185,7 @@ def test_progress_reaches_100_percent_and_never_goes_back(comms, partitions):
     assert scanned == sorted(scanned)  # monotone
     assert all(total == 20_007 for _, total, _ in seen)
     assert seen[-1] == (20_007, 20_007, 100)
-    assert "the rest was not needed" not in monitor.widget.value
+    assert "the rest was not read" not in monitor.widget.value
     assert "plansight-progress-bar" in monitor.widget.value
 
 
@@ -199,7 +199,7 @@ def test_limit_stops_early_and_says_so(comms):
     assert 0 < snap.rows_scanned < snap.rows_estimated == 500_000
     final = progress_seen(comms)[-1]
     assert final[0] == snap.rows_scanned and final[1] == 500_000 and final[2] < 100
-    assert "the rest was not needed" in monitor.widget.value
+    assert "the rest was not read" in monitor.widget.value
 
 
 def test_limit_pushed_into_the_scan_is_the_estimate(comms):
@@ -258,3 +258,20 @@ def test_progress_doctests():
     import doctest
 
     assert doctest.testmod(plan_view).failed == 0
+
+
+def test_rows_a_join_filter_drops_in_the_scan_count_as_scanned(comms):
+    session = ps.Session(target_partitions=2, batch_size=500)
+    probe = pa.table({"k": [i % 100 for i in range(20_000)], "v": list(range(20_000))})
+    session.register("a", probe)
+    session.register("b", pa.table({"k": [3, 5]}))
+    query = session.sql("SELECT count(*) AS n FROM a JOIN b ON a.k = b.k")
+    monitor = QueryMonitor(query, min_interval=0.01, live=True, show=False)
+    run = monitor.run()
+    assert run.result.to_pylist() == [{"n": 400}]
+    metrics = run.ctx.metrics.snapshot()
+    dropped = sum(m.get("rows_skipped_dynamic", 0) for m in metrics.values())
+    assert dropped > 0  # the join's key set reached the scan of a
+    snap = monitor.snapshot()
+    assert snap.rows_scanned == snap.rows_estimated == 20_002
+    assert progress_seen(comms)[-1] == (20_002, 20_002, 100)
