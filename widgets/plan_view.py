@@ -256,7 +256,8 @@ class QueryMonitor:
         if button is None:
             return
         if self.cancel_requested and not button.disabled:
-            button.disabled, button.description = True, "cancelling…"
+            with button.hold_sync():  # one message for both traits
+                button.disabled, button.description = True, "cancelling…"
         if button.layout.display == "none" and (self.cancel_button_wanted is True or (
                 self.cancel_button_wanted is None and clicks_reach_busy_kernel())):
             button.layout.display = None  # the hint below disappears with the next refresh

@@ -275,3 +275,17 @@ def test_rows_a_join_filter_drops_in_the_scan_count_as_scanned(comms):
     snap = monitor.snapshot()
     assert snap.rows_scanned == snap.rows_estimated == 20_002
     assert progress_seen(comms)[-1] == (20_002, 20_002, 100)
+
+
+def test_a_click_shows_cancelling_in_one_message(comms):
+    session = ps.Session(target_partitions=1)
+    monitor = QueryMonitor(session.sql("SELECT 1 AS x"), live=True, show=False,
+                           cancel_button=True)
+    monitor._open_view()
+    click(monitor.cancel_button)
+    assert monitor.cancel_requested
+    button_comm = monitor.cancel_button.comm
+    before = len(button_comm.messages)
+    monitor._update_cancel_button()  # the cell thread's next refresh
+    (update,) = button_comm.messages[before:]
+    assert update["data"]["state"] == {"disabled": True, "description": "cancelling…"}
