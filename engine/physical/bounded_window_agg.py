@@ -139,12 +139,20 @@ class BoundedWindowAggExec(ExecutionPlan):
 
     name = "BoundedWindowAggExec"
 
-    def __init__(self, windows: list[WindowCall], outputs: list[Column], input: ExecutionPlan):
+    def __init__(self, windows: list[WindowCall], outputs: list[Column], input: ExecutionPlan,
+                 partition_ordering=None):
         fields = list(input.schema) + [pa.field(o.field_name, o.type) for o in outputs]
         super().__init__(pa.schema(fields))
         self.windows, self.outputs, self.input = list(windows), list(outputs), input
         self.partition_by = list(windows[0].partition_by)
         self.order_by = list(windows[0].order_by)
+        # any permutation of the partition keys, in any direction, groups the partitions
+        self.partition_ordering = [SortKey(e) for e in self.partition_by] \
+            if partition_ordering is None else list(partition_ordering)
+        if {k.expr for k in self.partition_ordering} != set(self.partition_by) or \
+                len(self.partition_ordering) != len(self.partition_by):
+            raise PlanError("BoundedWindowAggExec: partition ordering must sort by the "
+                            "partition keys")
         for window in self.windows:
             if not bounded_supported(window):
                 raise PlanError(f"BoundedWindowAggExec cannot stream {window}")
@@ -157,19 +165,16 @@ class BoundedWindowAggExec(ExecutionPlan):
         return [self.input]
 
     def with_new_children(self, children):
-        return BoundedWindowAggExec(self.windows, self.outputs, children[0])
+        return BoundedWindowAggExec(self.windows, self.outputs, children[0],
+                                    self.partition_ordering)
 
     def required_input_distribution(self):
         if not self.partition_by:
             return [SINGLE_PARTITION]
         return [hash_distribution(self.partition_by)]
 
-    @staticmethod
-    def required_ordering(window: WindowCall) -> tuple[SortKey, ...]:
-        return tuple([SortKey(e) for e in window.partition_by] + list(window.order_by))
-
     def required_input_ordering(self):
-        return [self.required_ordering(self.windows[0])]
+        return [tuple(self.partition_ordering + self.order_by)]
 
     def maintains_input_order(self):
         return [True]

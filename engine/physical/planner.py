@@ -166,9 +166,10 @@ class PhysicalPlanner:
         return AggregateExec(pre, keys, specs, schema)
 
     def _plan_window(self, node: lp.Window) -> ExecutionPlan:
-        from plansight.engine.physical.window_planning import plan_window
+        from plansight.engine.physical.window_planning import plan_window, stacked_windows
 
-        return plan_window(node, self.plan(node.input), self.config)
+        windows, outputs, below = stacked_windows(node)
+        return plan_window(windows, outputs, self.plan(below), self.config)
 
     def _plan_join(self, node: lp.Join) -> ExecutionPlan:
         left, right = self.plan(node.left), self.plan(node.right)

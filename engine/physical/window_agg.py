@@ -106,13 +106,29 @@ def reversed_ordering(order_by) -> tuple[SortKey, ...]:
 
 
 def window_direction(window: WindowCall, order_keys) -> str | None:
-    """"forward" when rows sorted by ``order_keys`` (within a partition) are sorted by the
-    window's ORDER BY, "backwards" when they are in exactly the reverse order, else None."""
+    """How rows sorted by ``order_keys`` (within a partition) serve the window's ORDER BY.
+
+    "forward": they are in its order. "backwards": in exactly the reverse order.
+    "backwards-nulls": the reverse order except that the first key puts NULLs at the same
+    end as ``order_keys`` do (``ORDER BY x DESC NULLS LAST`` over rows sorted by ``x ASC NULLS
+    LAST``): reversing the non-NULL run and the NULL run of every partition separately gives
+    it. None: a sort is needed.
+
+    Example:
+        >>> x = Column(1, "x", pa.int64())
+        >>> desc = WindowCall("lag", (x,), pa.int64(), (), (SortKey(x, True),))
+        >>> window_direction(desc, (SortKey(x),))
+        'backwards-nulls'
+    """
     order = tuple(window.order_by)
     if tuple(order_keys[:len(order)]) == order:
         return "forward"
-    if tuple(reversed_ordering(order_keys)[:len(order)]) == order:
+    flipped = reversed_ordering(order_keys)[:len(order)]
+    if flipped == order:
         return "backwards"
+    if order and len(flipped) == len(order) and flipped[1:] == order[1:] and \
+            flipped[0] == SortKey(order[0].expr, order[0].descending, not order[0].nulls_first):
+        return "backwards-nulls"
     return None
 
 
@@ -172,7 +188,7 @@ class WindowAggExec(ExecutionPlan):
         return [True]
 
     def display(self) -> str:
-        windows = ", ".join(describe_window(w) + (" (backwards)" if d == "backwards" else "")
+        windows = ", ".join(describe_window(w) + _DIRECTION_NOTE[d]
                             for w, d in zip(self.windows, self.directions))
         return f"WindowAggExec: mode=partition-at-a-time, wdw=[{windows}]"
 
@@ -249,19 +265,37 @@ class WindowAggExec(ExecutionPlan):
         """Window columns for complete partitions ``table`` (``starts`` ends at num_rows)."""
         if starts[-1] != table.num_rows:
             starts = np.append(starts, table.num_rows)
-        backwards = None
+        readers: dict[str, pa.Array | None] = {"forward": None}
         columns = list(table.columns)
         for window, output, direction in zip(self.windows, self.outputs, self.directions):
-            if direction == "backwards" and backwards is None:
-                backwards = pa.array(_reversed_rows(starts))
-            values = _evaluate_window(window, table, starts,
-                                      backwards if direction == "backwards" else None)
+            if direction not in readers:
+                runs = starts
+                if direction == "backwards-nulls":
+                    runs = _split_at_null_boundaries(
+                        starts, evaluate(window.order_by[0].expr, table))
+                readers[direction] = pa.array(_reversed_rows(runs))
+            values = _evaluate_window(window, table, starts, readers[direction])
             if values.type != output.type:
                 values = values.cast(output.type)
             columns.append(values)
         result = pa.Table.from_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray)
                                        else c for c in columns], schema=self.schema)
         yield from result.to_batches(max_chunksize=None)
+
+
+_DIRECTION_NOTE = {"forward": "", "backwards": " (backwards)",
+                   "backwards-nulls": " (backwards, NULLs stay in place)"}
+
+
+def _split_at_null_boundaries(starts: np.ndarray, key: pa.Array | pa.ChunkedArray
+                              ) -> np.ndarray:
+    """``starts`` plus every row where ``key`` turns from NULL to non-NULL or back: each
+    partition's NULL run and non-NULL run of its first order key become separate runs."""
+    if key.null_count == 0:
+        return starts
+    nulls = np.asarray(key.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    boundaries = np.flatnonzero(nulls[1:] != nulls[:-1]) + 1
+    return np.union1d(starts, boundaries).astype(np.int64)
 
 
 def _reversed_rows(starts: np.ndarray) -> np.ndarray:

@@ -16,6 +16,12 @@ sorted streams through the sorted executor instead, which needs no buffer beyond
 partition. Window nodes stacked on the same partition keys share one HashWindowAggExec, and
 with it the partition codes and, for compatible orderings, the permutation.
 
+The windows of one SELECT (one logical Window node per specification) are planned
+together. In the sorted path, specifications on the same partition keys whose ORDER BY is a
+prefix of the longest one, or of its reverse, share one sort by the longest ordering; a
+reversed one (``lag`` over ``ORDER BY x DESC`` on rows sorted by ``x``) reads each partition
+backwards, keeping the NULL run of the first key in place when the NULL placement says so.
+
 The executor declares its requirements; EnsureRequirements adds only what is missing.
 ``EXECUTOR`` forces an executor for tests: "hash", "sorted" (sorts below the streaming
 executors) or "partition" (sorts below WindowAggExec only).
@@ -25,7 +31,7 @@ from __future__ import annotations
 
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.logical import plan as lp
-from plansight.engine.logical.expr import Column, WindowCall
+from plansight.engine.logical.expr import Column, SortKey, WindowCall
 from plansight.engine.physical.bounded_window_agg import BoundedWindowAggExec, bounded_supported
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
@@ -39,15 +45,94 @@ from plansight.engine.physical.window_hash_agg import HashWindowAggExec
 EXECUTOR = "auto"  # "auto" | "hash" | "sorted" (bounded where it can) | "partition"
 
 
-def plan_window(node: lp.Window, child: ExecutionPlan, config: SessionConfig) -> ExecutionPlan:
+def stacked_windows(node: lp.Window) -> tuple[list[WindowCall], list[Column], lp.LogicalPlan]:
+    """The windows of ``node`` and of the Window nodes right below it that it does not read,
+    bottom first, and the input below them all.
+
+    The binder makes one Window node per (PARTITION BY, ORDER BY); planned together, the
+    windows of one SELECT share operators and sorts.
+    """
+    nodes = [node]
+    while isinstance(nodes[-1].input, lp.Window) and \
+            not _reads(nodes, nodes[-1].input.window_outputs):
+        nodes.append(nodes[-1].input)
+    windows = [w for n in reversed(nodes) for w in n.windows]
+    outputs = [o for n in reversed(nodes) for o in n.window_outputs]
+    return windows, outputs, nodes[-1].input
+
+
+def _reads(nodes: list[lp.Window], columns) -> bool:
+    produced = {c.field_name for c in columns}
+    return any(_reads_columns(n.windows, produced) for n in nodes)
+
+
+def plan_window(windows: list[WindowCall], outputs: list[Column], child: ExecutionPlan,
+                config: SessionConfig) -> ExecutionPlan:
+    """The window operators computing ``windows`` (columns ``outputs``) over ``child``."""
     groups: dict[tuple, list[int]] = {}
-    for i, w in enumerate(node.windows):
+    for i, w in enumerate(windows):
         groups.setdefault((w.partition_by, w.order_by), []).append(i)
+    if EXECUTOR in ("sorted", "partition"):
+        return _plan_sorted_chains(windows, outputs, list(groups.values()), child)
     plan = child
     for indices in groups.values():
-        windows = [node.windows[i] for i in indices]
-        outputs = [node.window_outputs[i] for i in indices]
-        plan = _plan_group(windows, outputs, plan)
+        plan = _plan_group([windows[i] for i in indices], [outputs[i] for i in indices], plan)
+    return plan
+
+
+def _plan_sorted_chains(all_windows: list[WindowCall], all_outputs: list[Column],
+                        groups: list[list[int]], child: ExecutionPlan) -> ExecutionPlan:
+    """Sorted executors, one sort per chain of compatible orderings.
+
+    Groups on the same partition keys whose ORDER BY is a prefix of the longest one, or of
+    its reverse, form a chain. The longest ordering is planned first (lowest), so the sort
+    EnsureRequirements adds below it also satisfies every shorter one stacked above.
+    """
+    chains: list[tuple[WindowCall, list[list[int]]]] = []  # (longest window, its groups)
+    for indices in sorted(groups, key=lambda g: -len(all_windows[g[0]].order_by)):
+        window = all_windows[indices[0]]
+        for longest, members in chains:
+            if set(longest.partition_by) == set(window.partition_by) and \
+                    window_direction(window, longest.order_by) is not None:
+                members.append(indices)
+                break
+        else:
+            chains.append((window, [indices]))
+    plan = child
+    for longest, members in chains:
+        plan = _plan_chain(longest, [[all_windows[i] for i in m] for m in members],
+                           [[all_outputs[i] for i in m] for m in members], plan)
+    return plan
+
+
+def _plan_chain(longest: WindowCall, members: list[list[WindowCall]],
+                outputs: list[list[Column]], child: ExecutionPlan) -> ExecutionPlan:
+    """Streaming executors for the members that can stream, one WindowAggExec for the rest;
+    whichever holds the longest ordering goes lowest, so one sort below serves them all."""
+    if _sorted_executor(members[0], outputs[0], child) is not None:
+        have = tuple(child.output_ordering() or ())  # the input already serves the chain
+    else:
+        have = tuple([SortKey(e) for e in longest.partition_by] + list(longest.order_by))
+    streaming, rest_windows, rest_outputs = [], [], []
+    for windows, columns in zip(members, outputs):
+        if isinstance(_sorted_executor(windows, columns, child, have), BoundedWindowAggExec):
+            streaming.append((windows, columns))
+        else:
+            rest_windows += windows
+            rest_outputs += columns
+    width = len(longest.partition_by)
+
+    def partition_at_a_time(below: ExecutionPlan) -> ExecutionPlan:
+        return WindowAggExec(rest_windows, rest_outputs, below, order_keys=have[width:],
+                             partition_ordering=have[:width])
+
+    plan = child
+    if rest_windows and members[0][0] in rest_windows:
+        plan = partition_at_a_time(plan)
+    for windows, columns in streaming:
+        plan = BoundedWindowAggExec(windows, columns, plan, partition_ordering=have[:width])
+    if rest_windows and members[0][0] not in rest_windows:
+        plan = partition_at_a_time(plan)
     return plan
 
 
@@ -57,23 +142,21 @@ def _plan_group(windows: list[WindowCall], outputs: list[Column],
         sorted_plan = _sorted_executor(windows, outputs, child)
         if sorted_plan is not None:
             return sorted_plan
-    if EXECUTOR == "sorted" and all(bounded_supported(w) for w in windows):
-        return BoundedWindowAggExec(windows, outputs, child)
-    if EXECUTOR in ("sorted", "partition"):
-        return WindowAggExec(windows, outputs, child)
     if isinstance(child, HashWindowAggExec) and _can_merge(child, windows):
         return HashWindowAggExec(child.windows + windows, child.outputs + outputs, child.input)
     return HashWindowAggExec(windows, outputs, child)
 
 
 def _sorted_executor(windows: list[WindowCall], outputs: list[Column],
-                     child: ExecutionPlan) -> ExecutionPlan | None:
-    """A sorted executor when ``child`` already delivers the rows in a usable order."""
+                     child: ExecutionPlan, have=None) -> ExecutionPlan | None:
+    """A sorted executor when ``child`` already delivers the rows in a usable order, or,
+    given ``have``, when the order ``have`` that a sort below will establish serves it."""
     partition_by = list(windows[0].partition_by)
-    distribution = hash_distribution(partition_by) if partition_by else SINGLE_PARTITION
-    if not distribution.satisfied_by(child.output_partitioning()):
-        return None
-    have = tuple(child.output_ordering() or ())
+    if have is None:
+        distribution = hash_distribution(partition_by) if partition_by else SINGLE_PARTITION
+        if not distribution.satisfied_by(child.output_partitioning()):
+            return None
+        have = tuple(child.output_ordering() or ())
     width = len(partition_by)
     # any permutation of the partition keys, in any direction, groups the partitions
     if len(have) < width or {k.expr for k in have[:width]} != set(partition_by):
@@ -82,24 +165,30 @@ def _sorted_executor(windows: list[WindowCall], outputs: list[Column],
     directions = [window_direction(w, order_keys) for w in windows]
     if not all(directions):
         return None
-    bounded = BoundedWindowAggExec.required_ordering(windows[0])
+    partition_ordering = have[:width]
+    bounded = tuple(partition_ordering) + tuple(windows[0].order_by)
     if EXECUTOR != "partition" and all(bounded_supported(w) for w in windows) and \
+            all(w.order_by == windows[0].order_by for w in windows) and \
             ordering_satisfies(have, bounded):
-        return BoundedWindowAggExec(windows, outputs, child)
+        return BoundedWindowAggExec(windows, outputs, child,
+                                    partition_ordering=partition_ordering)
     return WindowAggExec(windows, outputs, child, order_keys=order_keys,
-                         partition_ordering=have[:width])
+                         partition_ordering=partition_ordering)
 
 
 def _can_merge(child: HashWindowAggExec, windows: list[WindowCall]) -> bool:
     """Same partition keys, and the new windows do not read the child's window columns."""
     if set(child.windows[0].partition_by) != set(windows[0].partition_by):
         return False
-    produced = {o.field_name for o in child.outputs}
+    return not _reads_columns(windows, {o.field_name for o in child.outputs})
+
+
+def _reads_columns(windows, field_names: set[str]) -> bool:
     for window in windows:
         stack = list(window.children())
         while stack:
             expr = stack.pop()
-            if isinstance(expr, Column) and expr.field_name in produced:
-                return False
+            if isinstance(expr, Column) and expr.field_name in field_names:
+                return True
             stack.extend(expr.children())
-    return True
+    return False

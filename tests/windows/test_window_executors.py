@@ -116,6 +116,93 @@ def test_reversed_sorted_input_is_read_backwards_instead_of_sorted_again():
     check(sql, {"t": TABLES["mixed"]}, batch_size=4)
 
 
+@pytest.mark.parametrize("executor, operators", [
+    ("sorted", {"BoundedWindowAggExec": 2, "WindowAggExec: mode=partition": 1}),
+    ("partition", {"WindowAggExec: mode=partition": 1}),
+])
+def test_compatible_orderings_share_one_sort_in_the_sorted_path(executor, operators,
+                                                                  monkeypatch):
+    """ORDER BY o, ORDER BY o, id and their reverses on one partition key: one sort by the
+    longest ordering (planned lowest) serves all of them."""
+    monkeypatch.setattr(window_planning, "EXECUTOR", executor)
+    sql = ("SELECT id, sum(v) OVER (PARTITION BY p ORDER BY o) AS a, "
+           "lag(v) OVER (PARTITION BY p ORDER BY o, id) AS b, "
+           "row_number() OVER (PARTITION BY p ORDER BY o, id) AS c, "
+           "lead(v) OVER (PARTITION BY p ORDER BY o DESC NULLS FIRST, id DESC NULLS FIRST) AS d, "
+           "count(*) OVER (PARTITION BY p) AS e, "
+           "rank() OVER (PARTITION BY p ORDER BY o DESC) AS f FROM t")
+    plan = _plan(sql)
+    assert plan.count("SortExec") == 1
+    assert "SortExec: expr=[p ASC NULLS LAST, o ASC NULLS LAST, id ASC NULLS LAST]" in plan
+    for operator, count in operators.items():
+        assert plan.count(operator) == count, plan
+    assert "lead(v) (backwards)" in plan
+    assert "rank() (backwards, NULLs stay in place)" in plan
+    for shape in ("mixed", "tiny_partitions", "one_partition", "empty"):
+        for batch_size in (1, 3, 7, 8192):
+            check(sql, {"t": TABLES[shape]}, batch_size=batch_size)
+
+
+def test_incompatible_orderings_get_one_sort_each(monkeypatch):
+    monkeypatch.setattr(window_planning, "EXECUTOR", "partition")
+    sql = ("SELECT id, lag(v) OVER (PARTITION BY p ORDER BY o, id) AS a, "
+           "lag(v) OVER (PARTITION BY p ORDER BY id) AS b, "
+           "lag(v) OVER (PARTITION BY o ORDER BY id) AS c FROM t")
+    plan = _plan(sql)
+    assert plan.count("SortExec") == 3
+    check(sql, {"t": TABLES["mixed"]}, batch_size=7)
+
+
+@pytest.mark.parametrize("partition", ["", "PARTITION BY p "])
+def test_descending_window_over_ascending_input_is_read_backwards(partition):
+    """ORDER BY o DESC (NULLS LAST) over rows sorted by o ASC NULLS LAST: each partition's
+    non-NULL run is read backwards and its NULL run stays last; no second sort."""
+    inner = "p, o, id" if partition else "o, id"
+    sql = (f"SELECT p, o, id, rank() OVER ({partition}ORDER BY o DESC) AS r, "
+           f"sum(v) OVER ({partition}ORDER BY o DESC) AS s, "
+           f"lag(v) OVER ({partition}ORDER BY o DESC, id DESC NULLS FIRST) AS l, "
+           f"first_value(v) OVER ({partition}ORDER BY o DESC, id DESC NULLS FIRST "
+           f"ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS f "
+           f"FROM (SELECT * FROM t ORDER BY {inner}) AS sorted")
+    plan = _plan(sql)
+    assert plan.count("SortExec") == 1
+    assert plan.count("(backwards, NULLs stay in place)") == 4
+    assert "HashWindowAggExec" not in plan
+    for shape in ("mixed", "tiny_partitions", "one_partition"):
+        for batch_size in (1, 3, 8192):
+            check(sql, {"t": TABLES[shape]}, batch_size=batch_size)
+
+
+def test_input_sorted_by_a_permutation_of_the_partition_keys_needs_no_sort():
+    sql = ("SELECT p, o, id, row_number() OVER (PARTITION BY p, o ORDER BY id) AS a, "
+           "sum(v) OVER (PARTITION BY o, p ORDER BY id DESC NULLS FIRST) AS b "
+           "FROM (SELECT * FROM t ORDER BY o DESC, p, id) AS sorted")
+    plan = _plan(sql)
+    assert plan.count("SortExec") == 1
+    assert "SortExec: expr=[o DESC NULLS LAST, p ASC NULLS LAST, id ASC NULLS LAST]" in plan
+    assert "HashWindowAggExec" not in plan
+    check(sql, {"t": TABLES["tiny_partitions"]}, batch_size=3)
+
+
+_ROWS_2 = "ROWS BETWEEN 2 PRECEDING AND CURRENT ROW"
+_WHOLE = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+_RUNNING = "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+
+
+@pytest.mark.parametrize("sql, expected", [
+    (f"SELECT sum(v) OVER (PARTITION BY p ORDER BY o {_ROWS_2}) FROM t",
+     f"HashWindowAggExec: wdw=[sum(v) {_ROWS_2}: mode=permuted by [p, o ASC NULLS LAST]]"),
+    ("SELECT count(*) OVER (PARTITION BY p) FROM t",
+     f"HashWindowAggExec: wdw=[count_star() {_WHOLE}: mode=hash-broadcast]"),
+    ("SELECT min(v) OVER (PARTITION BY p ORDER BY o) FROM (SELECT * FROM t ORDER BY p, o) s",
+     f"BoundedWindowAggExec: mode=bounded-streaming, wdw=[min(v) {_RUNNING}]"),
+    ("SELECT lag(v) OVER (PARTITION BY p ORDER BY o) FROM (SELECT * FROM t ORDER BY p, o DESC) s",
+     "WindowAggExec: mode=partition-at-a-time, wdw=[lag(v) (backwards, NULLs stay in place)]"),
+])
+def test_explain_names_executor_frame_and_mode(sql, expected):
+    assert expected in _plan(sql)
+
+
 # ----------------------------------------------------------------------------- operator level
 
 P = Column(1, "p", pa.int64())
