@@ -72,13 +72,15 @@ def whole_partition_aggregate(func: str, args: list[pa.Array], codes: np.ndarray
     values = as_array(args[0])
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
-    contributing = validity(values)
+    # the common case - no NULL argument, no FILTER - touches no mask at all
+    everyone = keep is None and values.null_count == 0
+    contributing = None if everyone else validity(values)
     if keep is not None:
         contributing &= keep
-    counts = np.bincount(codes[contributing], minlength=num_groups)
+    counts = np.bincount(codes if everyone else codes[contributing], minlength=num_groups)
     if func == "count":
         return pa.array(counts[codes], type=pa.int64())
-    empty = counts[codes] == 0
+    empty = counts[codes] == 0 if not counts.all() else None
     if pa.types.is_null(values.type):
         return pa.nulls(n, type=result_type)
     if func in ("sum", "avg"):
@@ -87,13 +89,17 @@ def whole_partition_aggregate(func: str, args: list[pa.Array], codes: np.ndarray
     return _extremum(func, values, contributing, codes, num_groups, empty)
 
 
-def _sum_avg(func: str, values: pa.Array, contributing: np.ndarray, codes: np.ndarray,
-             num_groups: int, counts: np.ndarray, empty: np.ndarray,
+def _sum_avg(func: str, values: pa.Array, contributing: np.ndarray | None, codes: np.ndarray,
+             num_groups: int, counts: np.ndarray, empty: np.ndarray | None,
              result_type: pa.DataType) -> pa.Array | None:
+    """``contributing`` None: every row contributes; ``empty`` None: no partition is empty."""
     typ = values.type
     if pa.types.is_floating(typ):
-        numbers = values.cast(pa.float64()).fill_null(0.0).to_numpy()
-        numbers = np.where(contributing, numbers, 0.0)
+        if contributing is None:
+            numbers = values.cast(pa.float64()).to_numpy()
+        else:
+            numbers = values.cast(pa.float64()).fill_null(0.0).to_numpy()
+            numbers = np.where(contributing, numbers, 0.0)
         sums = np.bincount(codes, weights=numbers, minlength=num_groups)
         if func == "avg":
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -104,7 +110,8 @@ def _sum_avg(func: str, values: pa.Array, contributing: np.ndarray, codes: np.nd
     raw = values.fill_null(0).to_numpy(zero_copy_only=False)
     if raw.dtype == np.uint64 and len(raw) and int(raw.max()) >= _INT64_LIMIT:
         return None
-    ints = np.where(contributing, raw.astype(np.int64), 0)
+    ints = raw.astype(np.int64, copy=False) if contributing is None else \
+        np.where(contributing, raw.astype(np.int64), 0)
     largest = max(abs(int(ints.max())), abs(int(ints.min()))) if len(ints) else 0
     if largest * max(int(counts.max()) if len(counts) else 0, 1) >= _INT64_LIMIT:
         return None  # might overflow: the sorting kernel checks the actual sums
@@ -116,9 +123,11 @@ def _sum_avg(func: str, values: pa.Array, contributing: np.ndarray, codes: np.nd
     return pa.array(sums[codes], type=pa.int64(), mask=empty).cast(result_type)
 
 
-def _extremum(func: str, values: pa.Array, contributing: np.ndarray, codes: np.ndarray,
-              num_groups: int, empty: np.ndarray) -> pa.Array:
+def _extremum(func: str, values: pa.Array, contributing: np.ndarray | None, codes: np.ndarray,
+              num_groups: int, empty: np.ndarray | None) -> pa.Array:
     typ = values.type
+    if contributing is None:
+        contributing = np.ones(len(codes), dtype=bool)
     is_min = func == "min"
     if pa.types.is_floating(typ):
         as_float = values.cast(pa.float32()) if pa.types.is_float16(typ) else values
