@@ -16,6 +16,7 @@ from plansight.engine.catalog import (
     TableSource,
     source_from_object,
 )
+from plansight.engine.exec.allocator import retain_freed_memory
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.exec.memory_pool import parse_memory_limit
 from plansight.engine.sql.parser import parse
@@ -110,6 +111,8 @@ class Session:
 
     def __init__(self, target_partitions: int | None = None, memory_limit: int | str | None = None,
                  batch_size: int = 8192, spill_dir: str | None = None):
+        # large numpy/Arrow temporaries are reused instead of faulted in per query
+        retain_freed_memory()
         self.config = SessionConfig()
         self._tables: dict[str, TableSource] = {}
         self._lock = threading.Lock()
