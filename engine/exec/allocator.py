@@ -8,14 +8,15 @@ window workload ``large_2m`` at 4x rows (``SUM(v) OVER (... ROWS 100 PRECEDING)`
 of system time on top of 0.9 s of user time, against 0.09 s of system time at 1x rows, whose
 16 MiB temporaries stay on the heap. That alone made 4x rows cost 6-8x the time.
 
-``retain_freed_memory`` raises glibc's mmap and trim thresholds so that buffers up to
-``limit`` bytes come from the heap and freed ones stay there for the next allocation, and
-makes Arrow allocate through the same (system) allocator: Arrow's bundled mimalloc purges
-freed pages after a few milliseconds, which faults them in again just the same. Measured on
-that query at 4x rows: system time 1.8 s -> under 0.1 s, and 4x rows now cost ~4.3x the
-user time of 1x rows. The price is RSS: up to ``limit`` bytes of freed memory may stay mapped
-between queries (as in the jemalloc/mimalloc arenas of other engines). Only glibc is tuned;
-elsewhere this is a no-op.
+``retain_freed_memory`` makes glibc serve every buffer from the heap (no mmap: a worker
+thread's arena would otherwise still map any buffer larger than its 64 MiB heap) and trim the
+heap only when more than ``limit`` bytes are free at its top, so freed buffers stay for the
+next allocation; and it makes Arrow allocate through the same (system) allocator: Arrow's
+bundled mimalloc purges freed pages after a few milliseconds, which faults them in again just
+the same. Measured on that query at 4x rows: system time 1.8 s -> under 0.2 s, and 4x rows
+cost ~4.2x the user time of 1x rows. The price is RSS: up to ``limit`` bytes of freed memory
+may stay mapped between queries (as in the arenas of engines built on jemalloc/mimalloc).
+Only glibc is tuned; elsewhere this is a no-op.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ import platform
 import pyarrow as pa
 
 _M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-DEFAULT_LIMIT = 1 << 30  # 1 GiB
+_M_MMAP_MAX = -4
+DEFAULT_LIMIT = (1 << 31) - 1  # 2 GiB, the largest value mallopt takes
 _applied: int | None = None
 
 
 def retain_freed_memory(limit: int = DEFAULT_LIMIT) -> bool:
-    """Keep freed buffers of up to ``limit`` bytes for reuse (glibc); True if applied.
+    """Keep up to ``limit`` bytes of freed buffers for reuse (glibc); True if applied.
 
     Process-wide and idempotent; ``PLANSIGHT_RETAIN_MEMORY=0`` in the environment turns it
     off (the allocator keeps glibc's defaults).
@@ -57,8 +58,8 @@ def retain_freed_memory(limit: int = DEFAULT_LIMIT) -> bool:
     except OSError:
         return False
     # mallopt returns 1 on success; a fixed threshold also stops glibc's own adjustment
-    ok = libc.mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(limit)) == 1 and \
-        libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(limit)) == 1
+    ok = libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(limit)) == 1 and \
+        libc.mallopt(_M_MMAP_MAX, ctypes.c_int(0)) == 1
     if ok:
         pa.set_memory_pool(pa.system_memory_pool())
         _applied = limit
