@@ -27,9 +27,10 @@ its peer group.
 
 Supported (``bounded_supported``): row_number, rank, dense_rank; lag / lead with constant
 offsets; count(*), count, sum, avg, min, max (FILTER allowed, no DISTINCT) and first_value /
-last_value over ROWS frames with a bounded end (first_value: bounded start), RANGE frames
-from UNBOUNDED PRECEDING or CURRENT ROW to CURRENT ROW. Everything else uses the
-partition-at-a-time WindowAggExec.
+last_value / nth_value (also IGNORE NULLS: it only looks inside the frame; these need a
+bounded start) over ROWS frames with a bounded end, RANGE frames from UNBOUNDED PRECEDING or
+CURRENT ROW to CURRENT ROW. Everything else (GROUPS frames, RANGE offsets, lag/lead IGNORE
+NULLS, DISTINCT) uses the partition-at-a-time WindowAggExec.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from plansight.errors import PlanError
 
 _RUNNING = ("count_star", "count", "sum", "avg", "min", "max")
 _RANKING = ("row_number", "rank", "dense_rank")
+_FRAME_VALUES = ("first_value", "last_value", "nth_value")
 
 
 def _frame(window: WindowCall) -> FrameSpec:
@@ -75,14 +77,17 @@ def _constant_offset(window: WindowCall) -> int | None:
 def bounded_supported(window: WindowCall) -> bool:
     """Whether BoundedWindowAggExec can stream ``window`` (see the module docstring)."""
     func = window.func
-    if window.distinct or window.ignore_nulls or not window.order_by:
+    if window.distinct or not window.order_by:
+        return False
+    # IGNORE NULLS looks only inside the frame for these; lag/lead would look back unboundedly
+    if window.ignore_nulls and func not in _FRAME_VALUES:
         return False
     if func in _RANKING:
         return True
     if func in ("lag", "lead"):
         return _constant_offset(window) is not None and \
             all(isinstance(a, Literal) for a in window.args[2:])
-    if func not in _RUNNING + ("first_value", "last_value"):
+    if func not in _RUNNING + _FRAME_VALUES:
         return False
     frame = _frame(window)
     if frame.exclude != "no_others":
@@ -301,7 +306,8 @@ class BoundedWindowAggExec(ExecutionPlan):
                                order_keys=order_keys,
                                descending=[k.descending for k in self.order_by],
                                nulls_first=[k.nulls_first for k in self.order_by],
-                               frame=window.frame, filter_mask=mask)
+                               frame=window.frame, ignore_nulls=window.ignore_nulls,
+                               filter_mask=mask)
 
     def _correct(self, index: int, window: WindowCall, values: pa.Array, table: pa.Table,
                  starts: np.ndarray, order_keys: list[pa.Array], state: _OpenPartition,

@@ -84,7 +84,7 @@ def is_whole_partition(window: WindowCall) -> bool:
 def describe_window(window: WindowCall) -> str:
     """``func(args) frame`` for EXPLAIN (ranking and lag/lead have no frame)."""
     args = ", ".join(map(str, window.args))
-    text = f"{window.func}({args})"
+    text = f"{window.func}({args}{' IGNORE NULLS' if window.ignore_nulls else ''})"
     if window.func in _FRAMELESS:
         return text
     frame = window.frame

@@ -112,6 +112,8 @@ WINDOWS = [
     ("first_value", [V], ("rows", -2, 0)), ("last_value", [V], ("rows", 0, 3)),
     ("count_star", [], ("range", 0, 0)), ("first_value", [V], ("range", 0, 0)),
     ("avg", [V], ("rows", "unbounded", 0)),
+    ("nth_value", [V, Literal(2, pa.int64())], ("rows", -3, 1)),
+    ("nth_value", [V, Literal(3, pa.int64())], ("range", 0, 0)),
 ]
 
 

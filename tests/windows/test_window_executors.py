@@ -203,6 +203,36 @@ def test_explain_names_executor_frame_and_mode(sql, expected):
     assert expected in _plan(sql)
 
 
+@pytest.mark.parametrize("call, frame", [
+    ("nth_value(v, 2)", "ROWS BETWEEN 3 PRECEDING AND 1 FOLLOWING"),
+    ("nth_value(v, 3)", "ROWS BETWEEN CURRENT ROW AND 4 FOLLOWING"),
+    ("nth_value(v, 1)", "RANGE BETWEEN CURRENT ROW AND CURRENT ROW"),
+    ("first_value(v IGNORE NULLS)", "ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING"),
+    ("last_value(v IGNORE NULLS)", "ROWS BETWEEN 3 PRECEDING AND CURRENT ROW"),
+    ("nth_value(v, 2 IGNORE NULLS)", "ROWS BETWEEN 1 PRECEDING AND 3 FOLLOWING"),
+])
+def test_frame_values_stream_through_the_bounded_executor(call, frame, monkeypatch):
+    """nth_value, and IGNORE NULLS, only look inside a bounded frame: they stream."""
+    monkeypatch.setattr(window_planning, "EXECUTOR", "sorted")
+    # (o, id) is unique: no engine-dependent order of peers
+    sql = f"SELECT id, {call} OVER (PARTITION BY p ORDER BY o, id {frame}) AS w FROM t"
+    plan = _plan(sql)
+    assert "BoundedWindowAggExec" in plan and "WindowAggExec: mode=partition" not in plan
+    if "IGNORE NULLS" in call:
+        assert "IGNORE NULLS)" in plan.split("BoundedWindowAggExec")[1]
+    for shape in ("mixed", "tiny_partitions", "one_partition", "empty"):
+        for batch_size in (1, 3, 7, 8192):
+            check(sql, {"t": TABLES[shape]}, batch_size=batch_size)
+
+
+def test_lag_ignore_nulls_does_not_stream(monkeypatch):
+    """lag(v IGNORE NULLS) may look back past any number of NULLs: partition-at-a-time."""
+    monkeypatch.setattr(window_planning, "EXECUTOR", "sorted")
+    sql = "SELECT id, lag(v IGNORE NULLS) OVER (PARTITION BY p ORDER BY o, id) AS w FROM t"
+    assert "WindowAggExec: mode=partition-at-a-time" in _plan(sql)
+    check(sql, {"t": TABLES["mixed"]}, batch_size=3)
+
+
 # ----------------------------------------------------------------------------- operator level
 
 P = Column(1, "p", pa.int64())
