@@ -55,7 +55,9 @@ class Recorder:
 
     def __call__(self, event):
         if isinstance(event, ReservationChanged):
-            self.max_total = max(self.max_total, event.pool_total)
+            # a lagging observer may see only a consumer's latest event: pool_peak keeps the
+            # peak that coalesced events carried
+            self.max_total = max(self.max_total, event.pool_total, event.pool_peak)
         elif isinstance(event, SpillWritten):
             self.spills += 1
 
