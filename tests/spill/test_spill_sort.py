@@ -52,7 +52,9 @@ class Recorder:
 
     def __call__(self, event):
         if isinstance(event, ReservationChanged):
-            self.max_total = max(self.max_total, event.pool_total)
+            # pool_peak: exact even when the observer lagged and got only the latest
+            # change per consumer
+            self.max_total = max(self.max_total, event.pool_total, event.pool_peak)
         elif isinstance(event, SpillWritten):
             self.spills_written += 1
         elif isinstance(event, SpillRead):
