@@ -42,7 +42,7 @@ class Profile:
 
     @property
     def pool_peak(self) -> int:
-        return max((total for _, total in self.timeline.pool), default=0)
+        return self.timeline.pool_peak
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers: wall time, memory peaks and CPU use over the run."""

@@ -76,6 +76,9 @@ class Timeline:
     spills: list[SpillWritten] = field(default_factory=list)
     repartitions: dict[int, tuple[int, ...]] = field(default_factory=dict)
     status: str = "finished"
+    # the pool's largest reserved total: ``pool`` may miss it when a lagging observer got
+    # only the latest change per consumer, the events' pool_peak does not
+    pool_peak: int = 0
 
     @property
     def duration(self) -> float:
@@ -158,6 +161,7 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
     names: dict[int, str] = {}
     first_seen: list[int] = []
     pool: list[tuple[float, int]] = []
+    pool_peak = 0
     spills: list[SpillWritten] = []
     repartitions: dict[int, tuple[int, ...]] = {}
     query_start = query_end = None
@@ -189,6 +193,7 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
                                   opened["bytes"], True, opened["first"]))
         elif isinstance(event, ReservationChanged):
             pool.append((event.time, event.pool_total))
+            pool_peak = max(pool_peak, event.pool_total, event.pool_peak)
         elif isinstance(event, SpillWritten):
             spills.append(event)
         elif isinstance(event, RepartitionOutput):
@@ -217,7 +222,8 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
             names.setdefault(op.operator_id, op.name)
     rank = {operator_id: i for i, operator_id in enumerate(order)}
     spans.sort(key=lambda s: (rank.get(s.operator_id, len(rank)), s.partition, s.start))
-    return Timeline(spans, start, end, order, names, pool, spills, repartitions, status)
+    return Timeline(spans, start, end, order, names, pool, spills, repartitions, status,
+                    pool_peak)
 
 
 def plan_operators(plan) -> list:
