@@ -50,18 +50,20 @@ def comms(monkeypatch):
 
 class EndlessSource(TableSource):
     """A table that keeps producing batches until ``stop`` is set: its query runs until it is
-    cancelled. Its statistics claim a billion rows."""
+    cancelled. Its statistics claim a billion rows. After two minutes it ends anyway, so a
+    broken cancel fails its test instead of hanging it."""
 
     def __init__(self):
         self.schema = pa.schema([("x", pa.int64())])
         self.stop = threading.Event()
+        self.deadline = time.monotonic() + 120
 
     def units(self, partitions: int = 1) -> list[ScanUnit]:
         return [ScanUnit(rows=10**9)]
 
     def read(self, unit, columns, batch_size):
         batch = pa.record_batch([pa.array(range(10), pa.int64())], schema=self.schema)
-        while not self.stop.wait(0.001):
+        while not self.stop.wait(0.001) and time.monotonic() < self.deadline:
             yield batch.select(columns)
 
 
