@@ -123,6 +123,7 @@ class QueryMonitor:
         self.view = None  # what is displayed: the Cancel button above the HTML view
         self.cancel_button = None
         self.cancel_requested = False
+        self._cancel_before_start = False
         self.refresh_count = 0
         self._scan_estimates = {op.operator_id: op.estimated_rows()
                                 for _, op in plan_rows(query.physical)
@@ -223,7 +224,8 @@ class QueryMonitor:
                 worker.join(self.min_interval)
                 if not worker.is_alive():
                     break
-                if self.cancel_requested:  # again: a click before the run began was cleared
+                if self._cancel_before_start and self._status != "pending":
+                    self._cancel_before_start = False  # Query.execute cleared that click
                     self.query.cancel()
                 self._update_cancel_button()
                 snap = self.snapshot()
@@ -239,15 +241,33 @@ class QueryMonitor:
                 self._status = "cancelled"
             self._close_view(handle, self.snapshot())
             raise Cancelled("query cancelled") from None
+        self._settle(outcome)
         self._close_view(handle, self.snapshot())
         if "error" in outcome:
             raise outcome["error"]
         return outcome["run"]
 
+    def _settle(self, outcome: dict) -> None:
+        """The final status from how the run ended, whatever events were delivered (a
+        cancel can cut the bus's last flush short)."""
+        error = outcome.get("error")
+        with self._lock:
+            if isinstance(error, Cancelled):
+                self._status = "cancelled"
+            elif self._status in ("pending", "running"):
+                if error is not None:
+                    self._status, self._error = "failed", str(error)
+                else:
+                    self._status = "finished"
+                    self._result_rows = outcome["run"].result.num_rows
+            if self._end is None:
+                self._end = time.perf_counter()
+
     # -- cancelling -----------------------------------------------------------------
     def _on_cancel_click(self, _button=None) -> None:
         """Runs where the front end's click is handled (a subshell thread): cancel, no widget
         update; the cell thread shows "cancelling" at its next refresh."""
+        self._cancel_before_start = self._status == "pending"
         self.cancel_requested = True
         self.query.cancel()
 

@@ -291,3 +291,22 @@ def test_a_click_shows_cancelling_in_one_message(comms):
     monitor._update_cancel_button()  # the cell thread's next refresh
     (update,) = button_comm.messages[before:]
     assert update["data"]["state"] == {"disabled": True, "description": "cancelling…"}
+
+
+def test_final_status_does_not_depend_on_the_last_events():
+    """A cancel may cut the event bus's last flush short: the run's outcome decides."""
+    from plansight.engine.exec.events import QueryStarted
+
+    session = ps.Session(target_partitions=1)
+    for outcome, status in ([{"error": Cancelled("query cancelled")}, "cancelled"],
+                            [{"error": RuntimeError("boom")}, "failed"]):
+        monitor = QueryMonitor(session.sql("SELECT 1 AS x"), live=False, show=False)
+        monitor(QueryStarted("SELECT 1"))  # QueryCancelled / QueryFailed never delivered
+        monitor._settle(outcome)
+        assert monitor.snapshot().status == status
+    monitor = QueryMonitor(session.sql("SELECT 1 AS x"), live=False, show=False)
+    monitor(QueryStarted("SELECT 1"))
+    run = session.sql("SELECT 1 AS x").execute()
+    monitor._settle({"run": run})  # QueryFinished never delivered
+    snap = monitor.snapshot()
+    assert (snap.status, snap.result_rows) == ("finished", 1)
