@@ -136,6 +136,13 @@ JOIN_QUERIES = [
     "SELECT a.k, b.k, count(*) AS c FROM a FULL JOIN b ON a.k = b.k GROUP BY a.k, b.k",
     ("SELECT b.k, count(*) AS c FROM a JOIN b ON a.k = b.k WHERE b.w < 3 GROUP BY b.k "
     "ORDER BY b.k"),
+    # semi and anti joins output one side, partitioned by that side's key
+    "SELECT k, count(*) AS c FROM a WHERE k IN (SELECT k FROM b) GROUP BY k",
+    "SELECT k, sum(w) AS s FROM b WHERE EXISTS (SELECT 1 FROM a WHERE a.k = b.k) GROUP BY k",
+    ("SELECT k, count(*) AS c FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.k = a.k) "
+     "GROUP BY k"),
+    ("SELECT k, count(*) AS c FROM b WHERE NOT EXISTS (SELECT 1 FROM a WHERE a.k = b.k) "
+     "GROUP BY k"),
 ]
 
 
