@@ -51,6 +51,11 @@ def format_bytes(n: int | float) -> str:
     return f"{n:.1f} GiB"
 
 
+#: Consumers that cannot spill hold 1/WORKING_SHARE of the limit (split among sibling
+#: partitions) from their start: see ``MemoryReservation.reserve_floor``.
+WORKING_SHARE = 16
+
+
 class MemoryPool:
     """A shared budget in bytes; ``limit=None`` tracks without limiting.
 
@@ -134,6 +139,33 @@ class MemoryReservation:
 
     def shrink(self, amount: int) -> None:
         self.pool._grant(self, -min(int(amount), self.size))
+
+    def try_resize(self, new_size: int) -> bool:
+        """Grow or shrink to exactly ``new_size``; False (and no change) if the pool refuses."""
+        if new_size > self.size:
+            return self.try_grow(new_size - self.size)
+        self.shrink(self.size - new_size)
+        return True
+
+    def reserve_floor(self, partitions: int = 1) -> int:
+        """Hold ``limit / (WORKING_SHARE * partitions)`` bytes if the pool has them; returns the
+        bytes held (0 without a limit or when refused).
+
+        For consumers that cannot spill: taken before reading any input, it keeps consumers
+        that spill (a sort or an aggregate around them, which grow until the pool says no) from
+        taking every byte first. The owner keeps its size at ``max(floor, what it holds)``.
+
+        Example:
+            >>> pool = MemoryPool(1600)
+            >>> r = pool.register("WindowAggExec[0]")
+            >>> r.reserve_floor(), r.try_resize(2000), r.try_resize(700), pool.reserved
+            (100, False, True, 700)
+        """
+        limit = self.pool.limit
+        if limit is None:
+            return 0
+        floor = limit // (WORKING_SHARE * max(1, partitions))
+        return floor if floor and self.try_grow(floor) else 0
 
     def resize(self, new_size: int) -> None:
         """Grow or shrink to exactly ``new_size`` (grow may raise)."""

@@ -191,6 +191,7 @@ class BoundedWindowAggExec(ExecutionPlan):
     # -- execution ------------------------------------------------------------
     def _execute(self, partition, ctx):
         reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+        floor = reservation.reserve_floor(self.input.output_partitioning().count)
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         buffer: pa.Table | None = None
         emitted = 0  # rows at the buffer's front already emitted
@@ -207,7 +208,7 @@ class BoundedWindowAggExec(ExecutionPlan):
                     new = pa.Table.from_batches([batch])
                     buffer = new if buffer is None else pa.concat_tables([buffer, new])
                     buffer = buffer.combine_chunks()
-                    reservation.resize(buffer.nbytes)
+                    reservation.resize(max(floor, buffer.nbytes))
                     metrics.set_max("peak_mem", reservation.size)
                 if buffer is None or buffer.num_rows == 0:
                     continue
@@ -216,7 +217,7 @@ class BoundedWindowAggExec(ExecutionPlan):
                     yield out
                 emitted = ready - keep
                 buffer = buffer.slice(keep)
-                reservation.resize(buffer.nbytes)
+                reservation.resize(max(floor, buffer.nbytes))
         finally:
             stream.close()
             reservation.free()

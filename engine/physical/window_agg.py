@@ -201,8 +201,11 @@ class WindowAggExec(ExecutionPlan):
         )
 
         reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+        siblings = self.input.output_partitioning().count
+        floor = reservation.reserve_floor(siblings)
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         carried: list[pa.RecordBatch] = []
+        held = 0  # bytes of carried
         pending: list[pa.RecordBatch] = []  # rows read past an oversized partition
         stream = self.input.execute(partition, ctx)
         try:
@@ -212,8 +215,9 @@ class WindowAggExec(ExecutionPlan):
                     break
                 if batch.num_rows == 0:
                     continue
-                if reservation.try_grow(batch.nbytes):
+                if reservation.try_resize(max(floor, held + batch.nbytes)):
                     carried.append(batch)
+                    held += batch.nbytes
                     if not self.partition_by:
                         continue  # one partition: complete only at the end
                     table = pa.Table.from_batches(carried).combine_chunks()
@@ -224,29 +228,30 @@ class WindowAggExec(ExecutionPlan):
                     metrics.set_max("peak_mem", reservation.size)
                     yield from self._evaluate(table.slice(0, last), starts[:-1])
                     rest = table.slice(last)
-                    carried = rest.to_batches()
-                    reservation.resize(rest.nbytes)
+                    carried, held = rest.to_batches(), rest.nbytes
+                    reservation.resize(max(floor, held))
                     continue
                 # the pool said no: emit the complete partitions, then see whether the open
                 # one fits on its own; if not, it streams or spills (window_spill)
                 metrics.set_max("peak_mem", reservation.size)
                 table = pa.Table.from_batches(carried + [batch]).combine_chunks()
-                carried = []
+                carried, held = [], 0
                 if self.partition_by:
                     starts = self._starts(table)
                     last = int(starts[-2])
                     if last:
                         yield from self._evaluate(table.slice(0, last), starts[:-1])
                         table = table.slice(last)
-                reservation.resize(0)
-                if reservation.try_grow(table.nbytes):
-                    carried = table.to_batches()
+                if reservation.try_resize(max(floor, table.nbytes)):
+                    carried, held = table.to_batches(), table.nbytes
                     continue
                 error = oversized_partition_error(self, reservation, table.nbytes, ctx)
                 if error is not None:
                     raise error
+                reservation.resize(0)  # the streaming executor takes over the memory
                 rows = OpenRows(table, stream, self.partition_by, ctx.batch_size)
                 yield from evaluate_oversized(self, rows, partition, ctx, metrics)
+                floor = reservation.reserve_floor(siblings)
                 if rows.leftover is not None:
                     pending.append(rows.leftover)
             if carried:

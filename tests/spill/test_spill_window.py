@@ -164,6 +164,20 @@ def test_ranking_and_lag_over_many_partitions(big, tmp_path):
     assert _spilled(run)["spill_count"] > 0
 
 
+def test_a_spilling_aggregate_above_the_window_leaves_its_stages_room(big, tmp_path):
+    # the aggregate grows until the pool says no; the window's streaming stage, which cannot
+    # spill, holds a floor taken before any input arrived
+    sql = ("SELECT g, count(*) AS n, sum(running) AS total FROM (SELECT g, "
+           "sum(v) OVER (PARTITION BY g ORDER BY o) AS running FROM t) AS w GROUP BY g")
+    recorder = Recorder()
+    limit = 2_000_000  # without the floor: ResourcesExhausted from BoundedWindowAggExec
+    run = _session(big, tmp_path, batch_size=8192, limit=limit).sql(sql).execute(
+        observer=recorder)
+    assert recorder.max_total <= limit and recorder.spills > 0
+    assert run.result.sort_by("g").equals(_unlimited(big, sql).sort_by("g"))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_hash_executor_under_a_small_limit_matches_duckdb(tmp_path):
     rng = np.random.default_rng(11)
     n = 40_000
