@@ -9,6 +9,15 @@ one ``take`` per input batch, and each output gets a zero-copy slice. A batch wh
 go to one partition is passed on untouched. Round robin deals whole batches, each input
 starting at a different output so small inputs still spread.
 
+Small outputs are coalesced: slicing a batch N ways (or dealing small batches round robin)
+makes pieces far below the batch size, and every piece costs each operator above a Python
+round trip. Each producer keeps, per output partition, the pieces smaller than half the batch
+size until they add up to a batch (``concat_batches``), and flushes the rest when its input
+ends; a piece at least half the batch size with nothing pending goes on untouched. So the
+delay is bounded by one batch of rows per output partition and input. Pending pieces are
+reserved (``RepartitionExec[input i]``); when the pool refuses, they are sent at once
+instead, and the output queue spills as usual.
+
 Each output queue holds its batches under a spillable reservation ``RepartitionExec[p]``.
 When the pool refuses one, the batch is appended to the partition's spill file and the queue
 keeps a marker in its place; the reader replaces markers by the file's batches in order, so
@@ -203,6 +212,7 @@ class RepartitionExec(ExecutionPlan):
             def produce(partition):
                 stream = None
                 lane = partition if self.preserve_order else 0
+                pending = _PendingOutputs(self, partition, ctx)
                 try:
                     stream = self.input.execute(partition, ctx)
                     for i, batch in enumerate(stream):
@@ -210,12 +220,16 @@ class RepartitionExec(ExecutionPlan):
                             break
                         for p, piece in self.route(batch, partition + i):
                             rows[p] += piece.num_rows
-                            queues[p][lane].put(piece, stop)
+                            for ready in pending.add(p, piece):
+                                queues[p][lane].put(ready, stop)
+                    for p, ready in pending.flush_all():
+                        queues[p][lane].put(ready, stop)
                 except BaseException as error:  # noqa: BLE001 (re-raised by every reader)
                     for output in queues:
                         for q in output:
                             q.put(_Failure(error), stop)
                 finally:
+                    pending.free()
                     if stream is not None:
                         stream.close()
                     if self.preserve_order:  # this input's lanes end here
@@ -289,6 +303,86 @@ def _drain(q: _OutputQueue, ctx, metrics) -> Iterator[pa.RecordBatch]:
 
 
 _QUEUE_CAPACITY = 8  # batches per output queue: the backpressure bound
+
+
+class _PendingOutputs:
+    """One producer's small pieces per output partition, held until they make a batch.
+
+    Pieces are kept in arrival order and concatenated in that order, so every output stays
+    FIFO per input (an order-preserving reader relies on it). A piece is a slice that keeps
+    its whole input batch alive, so every ``_COMPACT_EVERY`` pieces are copied into one
+    compact chunk: a partition that gets one row per input batch holds a bounded number of
+    input batches, not one per row. The reservation counts the buffers pending pieces keep
+    alive (``get_total_buffer_size``), an overestimate where pieces share an input batch.
+    """
+
+    def __init__(self, plan: RepartitionExec, input_partition: int, ctx):
+        self.schema = plan.schema
+        self.target = max(1, ctx.batch_size)
+        outputs = plan.partitions
+        self.chunks: list[list[pa.RecordBatch]] = [[] for _ in range(outputs)]  # compact
+        self.pieces: list[list[pa.RecordBatch]] = [[] for _ in range(outputs)]  # slices
+        self.rows = [0] * outputs
+        self.held = [0] * outputs  # reserved bytes per output
+        self.reservation = ctx.memory_pool.register(f"{plan.name}[input {input_partition}]")
+
+    def add(self, partition: int, piece: pa.RecordBatch) -> list[pa.RecordBatch]:
+        """The batches ready to send to ``partition`` after adding ``piece``."""
+        if piece.num_rows == 0:
+            return []
+        pieces = self.pieces[partition]
+        if not pieces and not self.chunks[partition] and 2 * piece.num_rows >= self.target:
+            return [piece]  # big enough: passed on untouched
+        pieces.append(piece)
+        self.rows[partition] += piece.num_rows
+        size = piece.get_total_buffer_size()
+        if self.rows[partition] >= self.target or not self.reservation.try_grow(size):
+            return [self.flush(partition)]
+        self.held[partition] += size
+        if len(pieces) >= _COMPACT_EVERY:
+            self._compact(partition)
+        return []
+
+    def _compact(self, partition: int) -> None:
+        chunk = _concat(self.pieces[partition], self.schema)
+        self.pieces[partition] = []
+        self.chunks[partition].append(chunk)
+        kept = sum(c.get_total_buffer_size() for c in self.chunks[partition])
+        if kept < self.held[partition]:
+            self.reservation.shrink(self.held[partition] - kept)
+            self.held[partition] = kept
+
+    def flush(self, partition: int) -> pa.RecordBatch:
+        parts = self.chunks[partition] + self.pieces[partition]
+        batch = parts[0] if len(parts) == 1 else _concat(parts, self.schema)
+        self.chunks[partition], self.pieces[partition] = [], []
+        self.rows[partition] = 0
+        self.reservation.shrink(self.held[partition])
+        self.held[partition] = 0
+        return batch
+
+    def flush_all(self):
+        """(output partition, batch) for every output with pending pieces (input ended)."""
+        for partition, rows in enumerate(self.rows):
+            if rows:
+                yield partition, self.flush(partition)
+
+    def free(self) -> None:
+        self.chunks = [[] for _ in self.chunks]
+        self.pieces = [[] for _ in self.pieces]
+        self.reservation.free()
+
+
+# pending slices per output before they are copied into one compact chunk
+_COMPACT_EVERY = 16
+
+
+def _concat(pieces: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
+    try:
+        return pa.concat_batches(pieces)
+    except pa.ArrowInvalid:  # pieces whose schemas differ only in nullability or metadata
+        return pa.concat_batches([pa.RecordBatch.from_arrays(p.columns, schema=schema)
+                                  for p in pieces])
 
 
 _EMPTY = object()  # get() timed out
