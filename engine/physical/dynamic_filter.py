@@ -73,6 +73,8 @@ class DynamicFilter:
         The filter takes effect once all ``builds`` have published, with the union of their
         keys: no range or set from a part of the build side may drop a probe row.
         """
+        if self.has_published(build):
+            return
         if isinstance(keys, pa.ChunkedArray):
             keys = keys.combine_chunks()
         keys = keys.drop_null()
@@ -92,6 +94,11 @@ class DynamicFilter:
                 return
             parts = list(self._builds.values())
         self._commit(parts, keys.type)
+
+    def has_published(self, build: int = 0) -> bool:
+        """Whether build side ``build`` has published its keys in this run."""
+        with self._lock:
+            return build in self._builds
 
     def _commit(self, parts: list[dict], key_type: pa.DataType) -> None:
         present = [p for p in parts if p["rows"]]

@@ -262,7 +262,8 @@ class HashJoinExec(ExecutionPlan):
         """
         part, parts = (0, 1) if self.partitions is None else (partition, self.partitions)
         for build_key, dynamic_filter in self.dynamic_filters:
-            dynamic_filter.publish_build_keys(evaluate(build_key, build), part, parts)
+            if not dynamic_filter.has_published(part):  # collect-left: the first partition
+                dynamic_filter.publish_build_keys(evaluate(build_key, build), part, parts)
 
     def _build_partition(self, partition: int, ctx):
         """Partitioned mode: this partition's own share of the build side."""
