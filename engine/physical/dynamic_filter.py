@@ -48,7 +48,8 @@ class DynamicFilter:
         self._sorted_keys: np.ndarray | None = None  # the same as Python values, for stats
         self._cast_keys: dict = {}  # key_set cast to a probe column's type
         self.run: Any = None  # the TaskContext whose bounds these are
-        self._lock = threading.Lock()
+        # reentrant: a commit tightens under the lock that makes publishing atomic
+        self._lock = threading.RLock()
         self._builds: dict = {}  # build keys published so far in this run, by build id
 
     def start(self, ctx: Any) -> None:
@@ -90,10 +91,9 @@ class DynamicFilter:
             if build in self._builds:
                 return  # a collect-left build is published by every probe partition
             self._builds[build] = summary
-            if len(self._builds) < builds:
-                return
-            parts = list(self._builds.values())
-        self._commit(parts, keys.type)
+            if len(self._builds) == builds:
+                # under the lock: whoever sees this build published sees the filter complete
+                self._commit(list(self._builds.values()), keys.type)
 
     def has_published(self, build: int = 0) -> bool:
         """Whether build side ``build`` has published its keys in this run."""
