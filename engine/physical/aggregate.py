@@ -31,7 +31,7 @@ from plansight.engine.functions.aggregate import (
 from plansight.engine.exec.spill import SpillFile, spill_manager
 from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical.expressions import evaluate
-from plansight.engine.physical.repartition import hash_rows
+from plansight.engine.physical.repartition import hash_rows, split_by_target
 from plansight.engine.physical.sorted_groups import RowCarry, StateCarry, comparable
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
@@ -209,14 +209,8 @@ class AggregateExec(ExecutionPlan):
     def _route(self, batch: pa.RecordBatch, buckets) -> None:
         keys = [evaluate(k, batch) for k in self.keys]
         targets = ((hash_rows(keys) >> np.uint64(32)) % np.uint64(len(buckets))).astype(np.int64)
-        order = np.argsort(targets, kind="stable")
-        counts = np.bincount(targets, minlength=len(buckets))
-        shuffled = batch.take(pa.array(order))
-        offset = 0
-        for bucket, count in enumerate(counts):
-            if count:
-                buckets[bucket].write(shuffled.slice(offset, int(count)))
-            offset += int(count)
+        for bucket, piece in split_by_target(batch, targets, len(buckets)):
+            buckets[bucket].write(piece)
 
     def _aggregate_spilled(self, buckets, keys, reservation, ctx, metrics):
         manager = spill_manager(ctx)

@@ -17,10 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.exec.spill import spill_manager
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.join_build import SharedBuild
 from plansight.engine.physical.join_output import JoinAssembler, expand_matches, join_schema
+from plansight.engine.physical.join_spill import GraceHashJoin, SpilledBuild, collect_build
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     hash_distribution,
@@ -193,9 +195,27 @@ class HashJoinExec(ExecutionPlan):
         # None: CollectLeft (one shared build); N: Partitioned (both sides hashed into N)
         self.partitions = partitions
         self.dynamic_filters: list = []  # (build key, DynamicFilter) from push_dynamic_filters
-        self.shared_build = SharedBuild(
-            left, f"{self.name}[build]",
-            lambda table: KeyIndex([evaluate(k, table) for k, _ in self.on], self.null_equal))
+        self.shared_build = SharedBuild(left, f"{self.name}[build]",
+                                        collect=self._collect_shared, discard=_discard_spilled)
+
+    @property
+    def _build_keys(self) -> list[Expr]:
+        return [left for left, _ in self.on]
+
+    @property
+    def _probe_keys(self) -> list[Expr]:
+        return [right for _, right in self.on]
+
+    def _index(self, build: pa.Table) -> KeyIndex:
+        return KeyIndex([evaluate(k, build) for k in self._build_keys], self.null_equal)
+
+    def _collect(self, batches, reservation, ctx, metrics) -> pa.Table | SpilledBuild:
+        return collect_build(batches, self.left.schema, self._build_keys, self.null_equal,
+                             reservation, ctx, metrics)
+
+    def _collect_shared(self, batches, reservation, ctx, metrics):
+        build = self._collect(batches, reservation, ctx, metrics)
+        return build, self._index(build) if isinstance(build, pa.Table) else None
 
     def children(self):
         return [self.left, self.right]
@@ -265,56 +285,85 @@ class HashJoinExec(ExecutionPlan):
             if not dynamic_filter.has_published(part):  # collect-left: the first partition
                 dynamic_filter.publish_build_keys(evaluate(build_key, build), part, parts)
 
-    def _build_partition(self, partition: int, ctx):
-        """Partitioned mode: this partition's own share of the build side."""
-        reservation = ctx.memory_pool.register(f"{self.name}[build {partition}]")
-        batches = []
-        for batch in self.left.execute(partition, ctx):
-            reservation.grow(batch.nbytes)
-            batches.append(batch)
-        build = pa.Table.from_batches(batches, schema=self.left.schema).combine_chunks()
-        index = KeyIndex([evaluate(k, build) for k, _ in self.on], self.null_equal)
-        return build, index, reservation
-
     def _execute(self, partition, ctx):
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         reservation = None
         try:
             for _, dynamic_filter in self.dynamic_filters:
                 dynamic_filter.start(ctx)
             if self.partitions is None:
-                build, index = self.shared_build.acquire(ctx)
+                build, index = self.shared_build.acquire(ctx, metrics)
             else:
-                build, index, reservation = self._build_partition(partition, ctx)
+                # partitioned mode: this partition's own share of the build side
+                reservation = ctx.memory_pool.register(f"{self.name}[build {partition}]",
+                                                       can_spill=True)
+                build = self._collect(self.left.execute(partition, ctx), reservation, ctx,
+                                      metrics)
+                index = self._index(build) if isinstance(build, pa.Table) else None
+            if isinstance(build, SpilledBuild):
+                if reservation is None:  # buckets of the shared build load under our own
+                    reservation = ctx.memory_pool.register(f"{self.name}[{partition}]",
+                                                           can_spill=True)
+                yield from self._join_spilled(build, reservation, partition, ctx, metrics)
+                return
             self._publish_build_keys(build, partition)
-            assembler = JoinAssembler(build, self.join_type, self.schema, self.filter)
-            build_empty = build.num_rows == 0
             if self.null_aware and index.has_null_key and self.join_type == "right_anti":
                 # x NOT IN (... NULL ...) is never true
                 for _ in self.right.execute(partition, ctx):
                     pass
                 return
-            probes = self.right.execute(partition, ctx)
-            if index.needs_large_probes:
-                # Arrow's index_in rebuilds the build-side hash set per call: probe with
-                # batches at least as large as the build side so that cost stays linear
-                probes = coalesce_batches(probes, max(ctx.batch_size, build.num_rows))
-            for batch in probes:
-                keys = [evaluate(right, batch) for _, right in self.on]
-                codes, null_key = index.probe_codes(keys)
-                excluded = null_key if (self.null_aware and not build_empty) else None
-                for probe, lo in _chunks(batch, codes, index, ctx.batch_size * 8):
-                    chunk_codes = codes[lo:lo + probe.num_rows]
-                    probe_idx, build_idx = expand_matches(chunk_codes, index.starts,
-                                                          index.counts, index.order)
-                    chunk_excluded = excluded[lo:lo + probe.num_rows] \
-                        if excluded is not None else None
-                    yield from assembler.probe(probe, probe_idx, build_idx, chunk_excluded)
-            yield from assembler.finish(self.right.schema, ctx.batch_size)
+            yield from self._join(build, index, self.right.execute(partition, ctx), ctx,
+                                  build_empty=build.num_rows == 0)
         finally:
             if self.partitions is None:
                 self.shared_build.release(ctx, self.output_partitioning().count)
-            elif reservation is not None:
+            if reservation is not None:
                 reservation.free()
+
+    def _join_spilled(self, build: SpilledBuild, reservation, partition, ctx, metrics):
+        """Grace hash join: the probe side is split into the build's buckets, then each
+        bucket is joined in memory (see join_spill)."""
+        if self.null_aware and build.has_null_key and self.join_type == "right_anti":
+            for _ in self.right.execute(partition, ctx):
+                pass
+            return
+
+        def join_bucket(table: pa.Table, probes):
+            # build_empty: NOT IN drops NULL probe keys unless the *whole* build side is empty
+            return self._join(table, self._index(table), probes, ctx, build_empty=False)
+
+        grace = GraceHashJoin(ctx, metrics, reservation, self.left.schema, self.right.schema,
+                              self._build_keys, self._probe_keys, self.null_equal,
+                              self.join_type, join_bucket)
+        yield from grace.run(build, self.right.execute(partition, ctx),
+                             build_owned=self.partitions is not None)
+
+    def _join(self, build: pa.Table, index: KeyIndex, probes, ctx, build_empty: bool):
+        """Probe an in-memory build side with a stream of batches; then the build rows
+        that depend on every probe row (outer, semi, anti)."""
+        assembler = JoinAssembler(build, self.join_type, self.schema, self.filter)
+        if index.needs_large_probes:
+            # Arrow's index_in rebuilds the build-side hash set per call: probe with
+            # batches at least as large as the build side so that cost stays linear
+            probes = coalesce_batches(probes, max(ctx.batch_size, build.num_rows))
+        for batch in probes:
+            keys = [evaluate(right, batch) for right in self._probe_keys]
+            codes, null_key = index.probe_codes(keys)
+            excluded = null_key if (self.null_aware and not build_empty) else None
+            for probe, lo in _chunks(batch, codes, index, ctx.batch_size * 8):
+                chunk_codes = codes[lo:lo + probe.num_rows]
+                probe_idx, build_idx = expand_matches(chunk_codes, index.starts,
+                                                      index.counts, index.order)
+                chunk_excluded = excluded[lo:lo + probe.num_rows] \
+                    if excluded is not None else None
+                yield from assembler.probe(probe, probe_idx, build_idx, chunk_excluded)
+        yield from assembler.finish(self.right.schema, ctx.batch_size)
+
+
+def _discard_spilled(ctx, build) -> None:
+    """Delete a shared build's bucket files once the last probe partition is done."""
+    if isinstance(build, SpilledBuild):
+        build.delete(spill_manager(ctx))
 
 
 def coalesce_batches(batches, min_rows: int):

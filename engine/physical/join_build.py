@@ -3,47 +3,66 @@
 Every probe partition asks for the build side; the first one collects it (under a lock) and
 the others wait for it. Executing the build child once matters for correctness, not only
 speed: a child containing a RepartitionExec must have exactly one consumer per partition.
-The reservation is freed when the last probe partition is done.
+The reservation is freed (and a spilled build's files deleted) when the last probe partition
+is done.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
-
 from plansight.engine.exec.context import TaskContext
+from plansight.engine.exec.memory_pool import MemoryReservation
+from plansight.engine.exec.metrics import PartitionMetrics
 from plansight.engine.physical.plan import ExecutionPlan
+
+# collect(build batches, reservation, ctx, metrics of the collecting partition)
+#   -> (build side, prepared index)
+Collect = Callable[[Iterator[pa.RecordBatch], MemoryReservation, TaskContext,
+                    PartitionMetrics | None], tuple[Any, Any]]
 
 
 class SharedBuild:
     def __init__(self, build: ExecutionPlan, consumer: str,
-                 prepare: Callable[[pa.Table], Any] | None = None):
+                 prepare: Callable[[pa.Table], Any] | None = None,
+                 collect: Collect | None = None,
+                 discard: Callable[[TaskContext, Any], None] | None = None):
+        """``collect`` replaces the default (everything in memory, or ResourcesExhausted) for
+        a build side that can spill; ``discard`` then deletes what it left on disk."""
         self.build, self.consumer, self.prepare = build, consumer, prepare
+        self.collect, self.discard = collect, discard
         self._lock = threading.Lock()
         self._state: dict | None = None
 
-    def acquire(self, ctx: TaskContext) -> tuple[pa.Table, Any]:
-        """(build table, prepared index) for this run, collecting it on first use."""
+    def _collect_in_memory(self, batches, reservation, ctx, metrics):
+        held = []
+        for batch in batches:
+            reservation.grow(batch.nbytes)
+            held.append(batch)
+        table = pa.Table.from_batches(held, schema=self.build.schema).combine_chunks()
+        return table, self.prepare(table) if self.prepare is not None else None
+
+    def acquire(self, ctx: TaskContext,
+                metrics: PartitionMetrics | None = None) -> tuple[Any, Any]:
+        """(build side, prepared index) for this run, collecting it on first use."""
         with self._lock:
             state = self._state
             if state is None or state["ctx"] is not ctx:
-                reservation = ctx.memory_pool.register(self.consumer)
-                batches = []
+                reservation = ctx.memory_pool.register(self.consumer,
+                                                       can_spill=self.collect is not None)
+                collect = self.collect or self._collect_in_memory
                 try:
-                    for batch in self.build.execute(0, ctx):
-                        reservation.grow(batch.nbytes)
-                        batches.append(batch)
+                    value, prepared = collect(self.build.execute(0, ctx), reservation, ctx,
+                                              metrics)
                 except BaseException:
                     reservation.free()
                     raise
-                table = pa.Table.from_batches(batches, schema=self.build.schema).combine_chunks()
-                prepared = self.prepare(table) if self.prepare is not None else None
-                state = self._state = {"ctx": ctx, "table": table, "prepared": prepared,
+                state = self._state = {"ctx": ctx, "value": value, "prepared": prepared,
                                        "reservation": reservation, "done": 0}
-            return state["table"], state["prepared"]
+            return state["value"], state["prepared"]
 
     def release(self, ctx: TaskContext, partitions: int) -> None:
         """Called once by each probe partition when it finishes (also on error)."""
@@ -54,4 +73,6 @@ class SharedBuild:
             state["done"] += 1
             if state["done"] >= partitions:
                 state["reservation"].free()
+                if self.discard is not None:
+                    self.discard(ctx, state["value"])
                 self._state = None

@@ -55,10 +55,15 @@ from plansight.errors import PlanError
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 
 
-def hash_rows(arrays: list[pa.Array]) -> np.ndarray:
-    """A uint64 hash per row of the key columns, stable across runs and processes."""
+def hash_rows(arrays: list[pa.Array], seed: int = int(_SEED)) -> np.ndarray:
+    """A uint64 hash per row of the key columns, stable across runs and processes.
+
+    Operators that split rows again after a hash repartition (a grace hash join's buckets)
+    pass their own ``seed``: with the repartition's seed, every row of a partition would
+    land in the same few buckets.
+    """
     n = len(arrays[0]) if arrays else 0
-    h = np.full(n, _SEED, dtype=np.uint64)
+    h = np.full(n, np.uint64(seed), dtype=np.uint64)
     for array in arrays:
         if pa.types.is_dictionary(array.type):
             array = array.dictionary_decode()
@@ -84,6 +89,25 @@ def hash_rows(arrays: list[pa.Array]) -> np.ndarray:
             values = np.where(nulls, np.uint64(0x5BD1E995), values)
         h = _mix(h ^ values)
     return h
+
+
+def split_by_target(batch: pa.RecordBatch, targets: np.ndarray, count: int):
+    """(target, rows of ``batch`` routed there) for each non-empty target in ``range(count)``.
+
+    One stable argsort and one ``take`` per batch, then zero-copy slices; a batch whose rows
+    all go to one target is passed on untouched. Row order within a target is kept.
+    """
+    if len(targets) and (targets == targets[0]).all():
+        yield int(targets[0]), batch
+        return
+    order = np.argsort(targets, kind="stable")
+    counts = np.bincount(targets, minlength=count)
+    shuffled = batch.take(pa.array(order))
+    offset = 0
+    for target, rows in enumerate(counts):
+        if rows:
+            yield target, shuffled.slice(offset, int(rows))
+        offset += int(rows)
 
 
 _FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
@@ -178,17 +202,7 @@ class RepartitionExec(ExecutionPlan):
             return
         keys = [evaluate(e, batch) for e in self.exprs]
         targets = (hash_rows(keys) % np.uint64(self.partitions)).astype(np.int64)
-        if len(targets) and (targets == targets[0]).all():
-            yield int(targets[0]), batch
-            return
-        order = np.argsort(targets, kind="stable")
-        counts = np.bincount(targets, minlength=self.partitions)
-        shuffled = batch.take(pa.array(order))
-        offset = 0
-        for p, count in enumerate(counts):
-            if count:
-                yield p, shuffled.slice(offset, int(count))
-            offset += int(count)
+        yield from split_by_target(batch, targets, self.partitions)
 
     def _start(self, ctx):
         """Start one producer thread per input partition (once, on first execute)."""
