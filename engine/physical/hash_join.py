@@ -211,7 +211,7 @@ class HashJoinExec(ExecutionPlan):
 
     def _collect(self, batches, reservation, ctx, metrics) -> pa.Table | SpilledBuild:
         return collect_build(batches, self.left.schema, self._build_keys, self.null_equal,
-                             reservation, ctx, metrics)
+                             reservation, ctx, metrics, builds=self.partitions or 1)
 
     def _collect_shared(self, batches, reservation, ctx, metrics):
         build = self._collect(batches, reservation, ctx, metrics)
@@ -334,7 +334,8 @@ class HashJoinExec(ExecutionPlan):
 
         grace = GraceHashJoin(ctx, metrics, reservation, self.left.schema, self.right.schema,
                               self._build_keys, self._probe_keys, self.null_equal,
-                              self.join_type, join_bucket)
+                              self.join_type, join_bucket,
+                              probe_streams=self.output_partitioning().count)
         yield from grace.run(build, self.right.execute(partition, ctx),
                              build_owned=self.partitions is not None)
 

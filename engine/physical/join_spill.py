@@ -34,6 +34,11 @@ from plansight.engine.physical.repartition import hash_rows, split_by_target
 from plansight.errors import ResourcesExhausted
 
 SPILL_BUCKETS = 16
+#: Largest share of the pool the build sides of one join hold while they are collected (split
+#: evenly between the partitions of a partitioned join): their children are still running and
+#: need memory too (an aggregate below the join loads its spilled buckets then), so a build
+#: spills before it has taken the whole pool.
+BUILD_SHARE = 0.5
 #: 16 ** 6 buckets: a bucket still too large after that many splits is hopelessly skewed
 MAX_LEVELS = 6
 
@@ -53,9 +58,10 @@ class BucketWriters:
 
     def __init__(self, manager: SpillManager, schema: pa.Schema, metrics: PartitionMetrics,
                  keys: list[Expr], level: int, null_equal: bool,
-                 reservation: MemoryReservation, batch_rows: int):
+                 reservation: MemoryReservation, batch_rows: int, budget: int | None):
         self.keys, self.level, self.null_equal = keys, level, null_equal
         self.schema, self.reservation, self.batch_rows = schema, reservation, batch_rows
+        self.budget = budget  # most bytes buffered at once (None: what the pool grants)
         self.writers = [manager.writer(schema, metrics) for _ in range(SPILL_BUCKETS)]
         self.pending: list[list[pa.RecordBatch]] = [[] for _ in range(SPILL_BUCKETS)]
         self.pending_rows = [0] * SPILL_BUCKETS
@@ -91,7 +97,8 @@ class BucketWriters:
         self.rows += batch.num_rows
         for bucket, piece in split_by_target(batch, targets, SPILL_BUCKETS):
             if self.pending_rows[bucket] + piece.num_rows < self.batch_rows and \
-                    self.reservation.try_grow(piece.nbytes):
+                    (self.budget is None or self.pending_bytes + piece.nbytes <= self.budget) \
+                    and self.reservation.try_grow(piece.nbytes):
                 self.pending[bucket].append(piece)
                 self.pending_rows[bucket] += piece.num_rows
                 self.pending_bytes += piece.nbytes
@@ -151,21 +158,30 @@ class SpilledBuild:
             manager.delete(file.path)
 
 
+def memory_share(reservation: MemoryReservation, consumers: int) -> int | None:
+    """Bytes one of ``consumers`` concurrent build sides may hold while being collected."""
+    limit = reservation.pool.limit
+    return int(limit * BUILD_SHARE / consumers) if limit is not None else None
+
+
 def collect_build(batches: Iterator[pa.RecordBatch], schema: pa.Schema, keys: list[Expr],
                   null_equal: bool, reservation: MemoryReservation, ctx: TaskContext,
-                  metrics: PartitionMetrics) -> pa.Table | SpilledBuild:
-    """The build side in memory while the pool grants it, else spilled into hash buckets."""
+                  metrics: PartitionMetrics, builds: int = 1) -> pa.Table | SpilledBuild:
+    """The build side in memory while the pool grants it (and it holds at most its share of
+    the pool among ``builds`` concurrent ones), else spilled into hash buckets."""
     held: list[pa.RecordBatch] = []
     buckets: BucketWriters | None = None
+    cap = memory_share(reservation, builds)
     try:
         for batch in batches:
             if buckets is None:
-                if reservation.try_grow(batch.nbytes):
+                if (cap is None or reservation.size + batch.nbytes <= cap) and \
+                        reservation.try_grow(batch.nbytes):
                     held.append(batch)
                     metrics.set_max("peak_mem", reservation.size)
                     continue
                 buckets = BucketWriters(spill_manager(ctx), schema, metrics, keys, 0,
-                                        null_equal, reservation, ctx.batch_size)
+                                        null_equal, reservation, ctx.batch_size, cap)
                 for piece in held:
                     buckets.route(piece)
                     reservation.shrink(piece.nbytes)
@@ -194,8 +210,12 @@ class GraceHashJoin:
     def __init__(self, ctx: TaskContext, metrics: PartitionMetrics,
                  reservation: MemoryReservation, build_schema: pa.Schema,
                  probe_schema: pa.Schema, build_keys: list[Expr], probe_keys: list[Expr],
-                 null_equal: bool, join_type: str, join_bucket: JoinBucket):
+                 null_equal: bool, join_type: str, join_bucket: JoinBucket,
+                 probe_streams: int = 1):
+        """``probe_streams``: how many partitions split their probe side at the same time
+        (their buffers share what the pool leaves the still running probe children)."""
         self.ctx, self.metrics, self.reservation = ctx, metrics, reservation
+        self.budget = memory_share(reservation, probe_streams)
         self.manager = spill_manager(ctx)
         self.build_schema, self.probe_schema = build_schema, probe_schema
         self.build_keys, self.probe_keys = build_keys, probe_keys
@@ -215,7 +235,7 @@ class GraceHashJoin:
 
     def _split(self, batches, schema, keys, level) -> list[SpillFile]:
         writers = BucketWriters(self.manager, schema, self.metrics, keys, level, self.null_equal,
-                                self.reservation, self.ctx.batch_size)
+                                self.reservation, self.ctx.batch_size, self.budget)
         self._open.append(writers)
         for batch in batches:
             writers.route(batch)
@@ -277,7 +297,7 @@ class GraceHashJoin:
                                   f"it is still too large after {MAX_LEVELS} hash splits")
         writers = BucketWriters(self.manager, self.build_schema, self.metrics,
                                 self.build_keys, level + 1, self.null_equal, self.reservation,
-                                self.ctx.batch_size)
+                                self.ctx.batch_size, self.budget)
         self._open.append(writers)
         for batch in held:
             writers.route(batch)
