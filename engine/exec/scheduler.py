@@ -70,6 +70,9 @@ def merge_streams(streams: list[Callable[[], Iterator]], ctx: TaskContext,
             if item is _DONE:
                 finished += 1
             elif isinstance(item, _Failure):
+                # the query fails: stop every thread of it, also those waiting on an exchange
+                # queue whose reader was the failed partition (they would wait forever)
+                ctx.cancelled.set()
                 raise item.error
             else:
                 yield item
