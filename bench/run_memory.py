@@ -46,6 +46,9 @@ WORKLOADS = {
     "window_moving": "SELECT k, v, sum(v) OVER (ORDER BY k ROWS 100 PRECEDING) AS s FROM t",
     # grouped aggregation (no aggregate spilling yet: expected to fail far below its data)
     "aggregate": "SELECT g, sum(v) AS total, count(*) AS n FROM t GROUP BY g",
+    # grace hash join: the build side (the whole input) spills into hash buckets, then the
+    # probe side is split the same way and the buckets are joined one at a time
+    "join": "SELECT a.k, a.v, b.s FROM t a JOIN t b ON a.k = b.k",
 }
 PACKAGES = ("plansight", "pyarrow", "numpy")
 BYTES_PER_ROW = 8 + 8 + 8 + 4 + 12  # k, v, g, string offsets + ~12 characters
