@@ -9,6 +9,11 @@
 Keys decide with integers (principle 4): each key column is factorized against the build
 side's distinct values (``pc.index_in``), multi-column keys are combined arithmetically and
 re-densified when the code space would overflow. NULL keys never match.
+
+A build side the pool refuses (or that outgrows its share of the pool) spills: the join
+becomes a grace hash join, both sides split into hash buckets joined one at a time
+(join_spill). In collect-left mode the shared build spills its buckets once; each probe
+partition splits its own probe rows and reads every build bucket under its own reservation.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
+
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.memory_pool import MemoryReservation
 from plansight.engine.exec.metrics import PartitionMetrics

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.memory_pool import MemoryReservation, format_bytes
 from plansight.engine.exec.metrics import PartitionMetrics
@@ -30,7 +31,6 @@ from plansight.engine.exec.spill import SpillFile, SpillManager, spill_manager
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.repartition import hash_rows, split_by_target
-
 from plansight.errors import ResourcesExhausted
 
 SPILL_BUCKETS = 16
@@ -60,13 +60,12 @@ class BucketWriters:
                  keys: list[Expr], level: int, null_equal: bool,
                  reservation: MemoryReservation, batch_rows: int, budget: int | None):
         self.keys, self.level, self.null_equal = keys, level, null_equal
-        self.schema, self.reservation, self.batch_rows = schema, reservation, batch_rows
+        self.reservation, self.batch_rows = reservation, batch_rows
         self.budget = budget  # most bytes buffered at once (None: what the pool grants)
         self.writers = [manager.writer(schema, metrics) for _ in range(SPILL_BUCKETS)]
         self.pending: list[list[pa.RecordBatch]] = [[] for _ in range(SPILL_BUCKETS)]
         self.pending_rows = [0] * SPILL_BUCKETS
         self.pending_bytes = 0
-        self.rows = 0
         self.null_rows = 0  # rows dealt round robin (a NULL key that can not match)
         self.has_null_key = False
         self.low: int | None = None  # range of the key hashes: low == high means one key
@@ -94,7 +93,6 @@ class BucketWriters:
             low, high = int(keyed.min()), int(keyed.max())
             self.low = low if self.low is None else min(self.low, low)
             self.high = high if self.high is None else max(self.high, high)
-        self.rows += batch.num_rows
         for bucket, piece in split_by_target(batch, targets, SPILL_BUCKETS):
             if self.pending_rows[bucket] + piece.num_rows < self.batch_rows and \
                     (self.budget is None or self.pending_bytes + piece.nbytes <= self.budget) \
@@ -150,8 +148,7 @@ class SpilledBuild:
     """A build side that did not fit: its rows in one spill file per bucket."""
 
     files: list[SpillFile]
-    rows: int
-    has_null_key: bool
+    has_null_key: bool  # NOT IN needs to know: x NOT IN (..., NULL) is never true
 
     def delete(self, manager: SpillManager) -> None:
         for file in self.files:
@@ -189,7 +186,7 @@ def collect_build(batches: Iterator[pa.RecordBatch], schema: pa.Schema, keys: li
             buckets.route(batch)
         if buckets is None:
             return pa.Table.from_batches(held, schema=schema).combine_chunks()
-        return SpilledBuild(buckets.finish(), buckets.rows, buckets.has_null_key)
+        return SpilledBuild(buckets.finish(), buckets.has_null_key)
     except BaseException:
         if buckets is not None:
             buckets.abort()
