@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
 from plansight.engine.logical.expr import Call, Cast, Column, Expr, Literal
 from plansight.errors import InternalError
 
@@ -28,9 +29,6 @@ def evaluate_predicate(expr: Expr, batch: pa.RecordBatch | pa.Table) -> pa.Array
 
 
 def _evaluate(expr: Expr, batch) -> pa.Array | pa.Scalar:
-    # imported here: the scalar layer imports the IR, not the other way round
-    from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
-
     if isinstance(expr, Column):
         index = batch.schema.get_field_index(expr.field_name)
         if index < 0:
@@ -55,8 +53,6 @@ def _evaluate_case(expr: Call, batch) -> pa.Array:
     END`` never divides by zero. Rows are routed with integer indices; the pieces are put back
     in row order with one take. The loop is over branches, never rows.
     """
-    from plansight.engine.functions.scalar import evaluate_cast
-
     *pairs, otherwise = expr.args
     remaining = np.arange(batch.num_rows)
     positions, pieces = [], []

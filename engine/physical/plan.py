@@ -164,44 +164,52 @@ class ExecutionPlan:
         raise NotImplementedError(type(self).__name__)
 
     def _instrumented(self, partition: int, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
+        # Runs once per batch per operator, holding the GIL: keep it to a cancellation flag
+        # read, two clock reads and in-place adds to the metrics dict (readers see live
+        # values); events are built only when the bus has an observer.
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        values = metrics.values
         bus = ctx.events
-        metrics.start = time.perf_counter()
+        cancelled = ctx.cancelled.is_set
+        clock = time.perf_counter
+        metrics.start = clock()
         if bus.active:
             bus.publish(OperatorStarted(self.operator_id, self.name, partition))
         inner = self._execute(partition, ctx)
+        pull = inner.__next__
         rows = batches = sampled_rows = sampled_bytes = 0
         try:
             while True:
-                ctx.check_cancelled()
-                t0 = time.perf_counter()
+                if cancelled():
+                    ctx.check_cancelled()
+                t0 = clock()
                 try:
-                    batch = next(inner)
+                    batch = pull()
                 except StopIteration:
-                    metrics.add("elapsed_compute", time.perf_counter() - t0)
+                    values["elapsed_compute"] += clock() - t0
                     break
-                metrics.add("elapsed_compute", time.perf_counter() - t0)
-                if batch.num_rows == 0:
+                values["elapsed_compute"] += clock() - t0
+                num_rows = batch.num_rows
+                if num_rows == 0:
                     continue
-                rows += batch.num_rows
-                metrics.add("output_rows", batch.num_rows)
-                metrics.add("output_batches")
+                rows += num_rows
+                batches += 1
+                values["output_rows"] += num_rows
+                values["output_batches"] += 1
                 if bus.active:
                     # nbytes costs more than the rest of the event: measure every
                     # BYTES_SAMPLE_EVERY-th batch, estimate the others from bytes per row
-                    if batches % BYTES_SAMPLE_EVERY == 0 or not sampled_rows:
+                    if (batches - 1) % BYTES_SAMPLE_EVERY == 0 or not sampled_rows:
                         size = batch.nbytes
-                        sampled_rows += batch.num_rows
+                        sampled_rows += num_rows
                         sampled_bytes += size
                     else:
-                        size = batch.num_rows * sampled_bytes // sampled_rows
-                    bus.publish(BatchProduced(self.operator_id, partition, batch.num_rows,
-                                              size))
-                batches += 1
+                        size = num_rows * sampled_bytes // sampled_rows
+                    bus.publish(BatchProduced(self.operator_id, partition, num_rows, size))
                 yield batch
         finally:
             inner.close()
-            metrics.end = time.perf_counter()
+            metrics.end = clock()
             if bus.active:
                 bus.publish(OperatorFinished(self.operator_id, self.name, partition, rows,
                                              metrics.end - metrics.start))
