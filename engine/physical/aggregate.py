@@ -28,6 +28,7 @@ from plansight.engine.functions.aggregate import (
     merge_specs,
     partial_specs,
 )
+from plansight.engine.exec.memory_pool import AmortizedAccount
 from plansight.engine.exec.spill import SpillFile, spill_manager
 from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical.expressions import evaluate
@@ -115,37 +116,40 @@ class AggregateExec(ExecutionPlan):
         # a partial aggregate keeps at most a fair share of the pool before it flushes
         limit = ctx.memory_pool.limit
         flush_bytes = limit // (4 * self.output_partitioning().count) if limit else None
+        account = AmortizedAccount(reservation)  # a pool grant per chunk, not per batch
         try:
             batches, rows = [], 0
             for batch in self.input.execute(partition, ctx):
                 if buckets is not None:
                     self._route(batch, buckets)
                     continue
-                if not reservation.try_grow(batch.nbytes):
+                if not account.try_add(batch.nbytes):
+                    metrics.set_max("peak_mem", account.used)
                     if self.mode == "Partial":
                         # flush what is held; a refused batch held by nobody is aggregated on
                         # the spot, like any streaming operator's batch in flight
                         yield from self._partial(batches + [batch], keys, ctx)
                         batches, rows = [], 0
-                        reservation.resize(0)
+                        account.reset()
                         continue
                     elif reservation.can_spill:
                         buckets = self._start_spilling(ctx, metrics)
                         for held in batches + [batch]:
                             self._route(held, buckets)
                         batches, rows = [], 0
-                        reservation.resize(0)
+                        account.reset()
                         continue
                     else:
-                        reservation.grow(batch.nbytes)  # raises ResourcesExhausted
+                        account.add(batch.nbytes)  # raises ResourcesExhausted
                 batches.append(batch)
                 rows += batch.num_rows
-                metrics.set_max("peak_mem", reservation.size)
                 if self.mode == "Partial" and (rows >= self.PARTIAL_CHUNK_ROWS or (
-                        flush_bytes is not None and reservation.size >= flush_bytes)):
+                        flush_bytes is not None and account.used >= flush_bytes)):
+                    metrics.set_max("peak_mem", account.used)
                     yield from self._partial(batches, keys, ctx)
                     batches, rows = [], 0
-                    reservation.resize(0)
+                    account.reset()
+            metrics.set_max("peak_mem", account.used)
             if self.mode == "Partial":
                 if batches or not self.keys:
                     yield from self._partial(batches, keys, ctx)
