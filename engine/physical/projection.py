@@ -65,6 +65,13 @@ class ProjectionExec(ExecutionPlan):
         return f"ProjectionExec: expr=[{', '.join(parts)}]"
 
     def _execute(self, partition, ctx):
+        # most outputs are plain column references: fetch those by name in one Arrow call
+        # instead of going through evaluate() per column per batch
+        plan = [(e.field_name if isinstance(e, Column) else None, e) for e in self.exprs]
         for batch in self.input.execute(partition, ctx):
-            columns = [evaluate(e, batch) for e in self.exprs]
+            if not isinstance(batch, pa.RecordBatch):  # a Table's columns are chunked
+                columns = [evaluate(e, batch) for e in self.exprs]
+            else:
+                columns = [evaluate(e, batch) if name is None else batch.column(name)
+                           for name, e in plan]
             yield pa.RecordBatch.from_arrays(columns, schema=self.schema)
