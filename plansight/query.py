@@ -83,8 +83,7 @@ class Query:
         self.params = params or {}
         self.config = session.config.copy()
         self._explain = None
-        if isinstance(statement, exp.Describe) or (
-                statement is not None and statement.key == "explain"):
+        if isinstance(statement, exp.Describe) and statement.meta.get("explain"):
             self._explain = "analyze" if statement.args.get("style") == "ANALYZE" else "plain"
             statement = statement.this
         self.statement = statement

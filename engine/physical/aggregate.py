@@ -117,6 +117,11 @@ class AggregateExec(ExecutionPlan):
         limit = ctx.memory_pool.limit
         flush_bytes = limit // (4 * self.output_partitioning().count) if limit else None
         account = AmortizedAccount(reservation)  # a pool grant per chunk, not per batch
+        # a global aggregate of decomposable functions folds what it holds into one state
+        # row when refused memory: O(1) state, nothing to spill
+        folds = self.mode == "Single" and not self.keys and \
+            all(is_decomposable(s) for s in self.specs)
+        states = []  # folded state rows (global aggregate under pressure)
         try:
             batches, rows = [], 0
             for batch in self.input.execute(partition, ctx):
@@ -125,6 +130,12 @@ class AggregateExec(ExecutionPlan):
                     continue
                 if not account.try_add(batch.nbytes):
                     metrics.set_max("peak_mem", account.used)
+                    if folds:
+                        states.append(self._states(batches + [batch], keys))
+                        batches, rows = [], 0
+                        account.reset()
+                        account.add(sum(state.nbytes for state in states))  # a row per fold
+                        continue
                     if self.mode == "Partial":
                         # flush what is held; a refused batch held by nobody is aggregated on
                         # the spot, like any streaming operator's batch in flight
@@ -156,6 +167,12 @@ class AggregateExec(ExecutionPlan):
                 return
             if buckets is not None:
                 yield from self._aggregate_spilled(buckets, keys, reservation, ctx, metrics)
+                return
+            if states:
+                if batches:
+                    states.append(self._states(batches, keys))
+                result = self._final(pa.concat_tables(states), keys)
+                yield from result.to_batches(max_chunksize=ctx.batch_size)
                 return
             if not batches and self.keys:
                 return
@@ -231,11 +248,14 @@ class AggregateExec(ExecutionPlan):
             reservation.resize(0)
 
     def _partial(self, batches, keys, ctx):
+        yield from pa.Table.from_arrays(self._states(batches, keys).columns,
+                                        schema=self.schema).to_batches(max_chunksize=ctx.batch_size)
+
+    def _states(self, batches, keys) -> pa.Table:
+        """One state row per group of ``batches`` (the columns ``_final`` merges)."""
         table = pa.Table.from_batches(batches, schema=self.input.schema)
         states = [state for spec in self.specs for state in partial_specs(spec)]
-        result = aggregate_table(table, keys, states)
-        yield from pa.Table.from_arrays(result.columns, schema=self.schema).to_batches(
-            max_chunksize=ctx.batch_size)
+        return aggregate_table(table, keys, states)
 
     def _final(self, table: pa.Table, keys: list[str]) -> pa.Table:
         merges = [m for spec in self.specs for m in merge_specs(spec)]

@@ -1,12 +1,16 @@
 """Parsing SQL text with sqlglot (DuckDB dialect), turning its errors into SqlSyntaxError.
 
-Two additions to the dialect: ORDER BY items remember whether NULLS FIRST/LAST was written,
-so that the session's ``default_null_order`` applies only where it was not; and a ``:name``
+Three additions to the dialect: ORDER BY items remember whether NULLS FIRST/LAST was written,
+so that the session's ``default_null_order`` applies only where it was not; a ``:name``
 parameter right after a keyword (``SELECT :x``) stays a parameter instead of being read as
-DuckDB's prefix alias ``name: expr`` with the keyword taken for the name.
+DuckDB's prefix alias ``name: expr`` with the keyword taken for the name; and ``EXPLAIN
+[ANALYZE] query`` parses into a Describe node marked ``explain`` (sqlglot's DuckDB dialect
+keeps EXPLAIN as an opaque Command string).
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import sqlglot
 from sqlglot import exp
@@ -18,7 +22,16 @@ from plansight.errors import SqlSyntaxError
 
 
 class _Dialect(DuckDB):
+    class Tokenizer(DuckDB.Tokenizer):
+        KEYWORDS: ClassVar = {**DuckDB.Tokenizer.KEYWORDS, "EXPLAIN": TokenType.DESCRIBE}
+
     class Parser(DuckDB.Parser):
+        def _parse_describe(self):
+            explain = self._prev.text.upper() == "EXPLAIN"
+            node = super()._parse_describe()
+            node.meta["explain"] = explain
+            return node
+
         def _parse_expression(self):
             # A prefix alias needs a name before the colon; SELECT, WHERE, THEN... are not names
             if (self._next is not None and self._next.token_type == TokenType.COLON

@@ -61,3 +61,42 @@ def test_query_run_lists_its_spill_files(table):
     assert run.spills and all(rows >= 0 and size > 0 for _, _, rows, size in run.spills)
     assert sum(rows for _, _, rows, _ in run.spills) == sum(
         int(x) for x in re.findall(r"spilled_rows=(\d+)", run.explain_analyze()))
+
+
+GLOBAL = ("SELECT count(*) AS c, sum(k) AS sk, avg(v) AS av, min(s) AS lo, max(v) AS hi, "
+          "count(s) AS cs FROM t WHERE v {} 50")
+
+
+@pytest.mark.parametrize("op", ["<", ">= 1000"])  # most rows; none (empty input to the fold)
+def test_global_aggregate_folds_into_one_state_row_under_a_limit(table, op):
+    """No GROUP BY at one partition (mode=Single): refused memory folds the held rows into
+    one state row instead of failing; the pool never holds more than the limit."""
+    sql = GLOBAL.format(op) if op == "<" else GLOBAL.replace("v {} 50", "v >= 1000")
+    limit = 2_000_000  # the table is ~15 MB
+    s = ps.Session(target_partitions=1, memory_limit=limit, batch_size=8192)
+    s.register("t", table)
+    assert "AggregateExec: mode=Single, gby=[]" in s.sql(sql).explain()
+    reserved = []
+    run = s.sql(sql).execute(observer=lambda e: isinstance(e, ReservationChanged) and
+                             reserved.append(max(e.pool_total, e.pool_peak)))
+    assert max(reserved, default=0) <= limit
+    unlimited = ps.Session(target_partitions=1)
+    unlimited.register("t", table)
+    got, free = run.result.to_pylist()[0], unlimited.sql(sql).to_arrow().to_pylist()[0]
+    assert got.keys() == free.keys()
+    assert all(got[name] == (pytest.approx(free[name], rel=1e-12)
+                             if isinstance(free[name], float) else free[name]) for name in got)
+    con = duckdb.connect()
+    con.register("t", table)
+    expected = con.sql(sql).fetchall()[0]
+    got = tuple(got.values())
+    assert got[:2] == expected[:2] and got[3:] == expected[3:]
+    assert got[2] == (expected[2] if expected[2] is None else pytest.approx(expected[2],
+                                                                           rel=1e-12))
+
+
+def test_global_aggregate_that_cannot_fold_fails_cleanly(table):
+    s = ps.Session(target_partitions=1, memory_limit=2_000_000, batch_size=8192)
+    s.register("t", table)
+    with pytest.raises(ps.ResourcesExhausted, match=r"AggregateExec\(Single\)"):
+        s.sql("SELECT median(v) FROM t").to_arrow()
