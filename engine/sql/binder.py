@@ -370,9 +370,13 @@ class Binder:
 
         order = select.args.get("order")
         distinct = select.args.get("distinct")
-        if distinct is not None and distinct.args.get("on"):
-            raise NotSupportedError("SELECT DISTINCT ON is not supported yet")
         order_keys = self._bind_order(order, items, aliases, collector) if order else []
+        on_keys = []  # DISTINCT ON (...): bound like ORDER BY items (ordinals, aliases)
+        if distinct is not None and distinct.args.get("on"):
+            on = exp.Order(expressions=[exp.Ordered(this=e.copy(), nulls_first=False)
+                                        for e in distinct.args["on"].expressions])
+            on_keys = self._bind_order(on, items, aliases, collector)
+            distinct = None
 
         # aggregation
         if collector.aggregates or group_exprs:
@@ -380,6 +384,8 @@ class Binder:
             items = [(n, rewrite(b), s) for n, b, s in items]
             order_keys = [(SortKey(rewrite(k.expr), k.descending, k.nulls_first), pos)
                           for k, pos in order_keys]
+            on_keys = [(SortKey(rewrite(k.expr), k.descending, k.nulls_first), pos)
+                       for k, pos in on_keys]
             if having_expr is not None:
                 having_expr = rewrite(having_expr)
             if qualify_expr is not None:
@@ -410,15 +416,14 @@ class Binder:
                 outputs.append(Column(next_id(), name, bound.type))
             exprs.append(bound)
         visible = len(outputs)
-        sort_keys: list[SortKey] = []
-        for key, position in order_keys:
+
+        def output_key(key: SortKey, position: int | None) -> SortKey:
+            """``key`` over a projected column: a select item, else a hidden column."""
+            if position is None:
+                position = next((i for i, e in enumerate(exprs[:visible]) if e == key.expr),
+                                None)
             if position is not None:
-                sort_keys.append(SortKey(outputs[position], key.descending, key.nulls_first))
-                continue
-            match = next((i for i, e in enumerate(exprs[:visible]) if e == key.expr), None)
-            if match is not None:
-                sort_keys.append(SortKey(outputs[match], key.descending, key.nulls_first))
-                continue
+                return SortKey(outputs[position], key.descending, key.nulls_first)
             if distinct is not None:
                 raise PlanError("for SELECT DISTINCT, ORDER BY expressions must appear in the "
                                 f"select list: {key.expr}")
@@ -427,8 +432,13 @@ class Binder:
                 Column(next_id(), "__order", key.expr.type)
             exprs.append(key.expr)
             outputs.append(hidden)
-            sort_keys.append(SortKey(hidden, key.descending, key.nulls_first))
+            return SortKey(hidden, key.descending, key.nulls_first)
+
+        sort_keys = [output_key(key, position) for key, position in order_keys]
+        on_columns = tuple(output_key(key, position).expr for key, position in on_keys)
         plan = lp.Projection(plan, tuple(exprs), tuple(outputs))
+        if on_columns:
+            plan = _first_per_group(plan, on_columns, tuple(sort_keys))
         if distinct is not None:
             group_cols = tuple(Column(next_id(), c.name, c.type) for c in outputs)
             plan = lp.Aggregate(plan, tuple(outputs), group_cols, (), ())
@@ -607,16 +617,17 @@ class Binder:
                 groups = tuple(Column(next_id(), c.name, c.type) for c in outputs)
                 plan = lp.Aggregate(plan, outputs, groups, (), ())
         else:
-            if not distinct:
-                raise NotSupportedError(f"{type(node).__name__.upper()} ALL is not supported "
-                                        "yet; use the DISTINCT form")
             kind = "semi" if isinstance(node, exp.Intersect) else "anti"
-            on = tuple((a, b) for a, b in zip(left.columns, right.columns))
-            groups = tuple(Column(next_id(), c.name, c.type) for c in left.columns)
-            deduped = lp.Aggregate(left, left.columns, groups, (), ())
-            on = tuple((g, b) for g, (_, b) in zip(groups, on))
-            joined = lp.Join(deduped, right, kind, on, None, null_equal=True)
-            plan = lp.Projection(joined, groups, outputs)
+            if distinct:
+                groups = tuple(Column(next_id(), c.name, c.type) for c in left.columns)
+                left = lp.Aggregate(left, left.columns, groups, (), ())
+            else:
+                # ALL keeps multiplicities: number the copies of each row on both sides, so
+                # the n-th copy on the left meets only the n-th copy on the right
+                left, right = _number_copies(left), _number_copies(right)
+            on = tuple(zip(left.columns, right.columns))
+            joined = lp.Join(left, right, kind, on, None, null_equal=True)
+            plan = lp.Projection(joined, left.columns[:len(outputs)], outputs)
         scope = Scope([ScopeEntry(None, c.name, c) for c in plan.columns], outer)
         if node.args.get("order") is not None:
             items = [(c.name, c, None) for c in plan.columns]
@@ -1081,3 +1092,19 @@ def _where(node: exp.Expression | None) -> str:
 
 
 __all__ = ["Binder", "Scope"]
+
+
+def _number_copies(plan: lp.LogicalPlan) -> lp.LogicalPlan:
+    """``plan`` plus row_number() OVER (PARTITION BY every column): 1..n for n equal rows."""
+    copy = WindowCall("row_number", (), pa.int64(), partition_by=plan.columns)
+    return lp.Window(plan, (copy,), (Column(next_id(), "__copy", pa.int64()),))
+
+
+def _first_per_group(plan: lp.LogicalPlan, keys: tuple[Expr, ...],
+                     order: tuple[SortKey, ...]) -> lp.LogicalPlan:
+    """DISTINCT ON: the first row of each ``keys`` group in ``order`` (any row without one)."""
+    rank = Column(next_id(), "__first", pa.int64())
+    first = WindowCall("row_number", (), pa.int64(), partition_by=keys, order_by=order)
+    plan = lp.Window(plan, (first,), (rank,))
+    plan = lp.Filter(plan, Call("eq", (rank, Literal(1, pa.int64())), pa.bool_()))
+    return lp.Projection(plan, plan.columns[:-1], plan.columns[:-1])

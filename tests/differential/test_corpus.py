@@ -27,8 +27,6 @@ BIG_CONFIGS = [
 
 # Valid SQL that plansight rejects with NotSupportedError (a known gap, named by the error).
 NOT_SUPPORTED: set[str] = {
-    "SELECT k FROM t INTERSECT ALL SELECT k FROM u",
-    "SELECT k FROM t EXCEPT ALL SELECT k FROM u",
     # correlation through a non-equality into an aggregate / a mark join
     "SELECT id, (SELECT count(*) FROM u WHERE u.k = t.k AND u.w > t.v) FROM t",
     "SELECT id, EXISTS (SELECT 1 FROM u WHERE u.w > t.v) FROM t",
