@@ -227,12 +227,21 @@ def test_bad_option_value_in_set_statement(session):
 
 @pytest.mark.parametrize("sql,feature", [
     ("WITH RECURSIVE r AS (SELECT 1 AS x) SELECT * FROM r", "RECURSIVE"),
-    ("SELECT id, count(*) FROM t GROUP BY ROLLUP (id)", "ROLLUP"),
+    ("SELECT id, count(*) FROM t GROUP BY GROUPING SETS (ROLLUP (id), ())", "ROLLUP"),
     ("INSERT INTO t VALUES (4, 'd', 1.0)", "INSERT"),
 ])
 def test_not_supported_names_the_feature(session, sql, feature):
     error = _error(session, sql, NotSupportedError)
     assert feature.lower() in str(error).lower()
+
+
+@pytest.mark.parametrize("sql,fragment", [
+    ("SELECT grouping(id) FROM t", "GROUP BY"),
+    ("SELECT id, grouping(name) FROM t GROUP BY ROLLUP (id)", "GROUP BY expressions"),
+    ("SELECT id FROM t WHERE grouping(id) = 0", "not allowed"),
+])
+def test_grouping_outside_its_place_is_a_plan_error(session, sql, fragment):
+    assert fragment.lower() in str(_error(session, sql, PlanError)).lower()
 
 
 def test_many_errors_in_a_row_leave_the_session_usable(session):

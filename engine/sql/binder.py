@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import pyarrow as pa
@@ -355,14 +356,19 @@ class Binder:
 
         group = select.args.get("group")
         group_exprs: list[Expr] = []
+        grouping_sets = None  # ROLLUP / CUBE / GROUPING SETS: lists of group_exprs indices
         if group is not None:
-            if group.args.get("rollup") or group.args.get("cube") or \
-                    group.args.get("grouping_sets"):
-                raise NotSupportedError("ROLLUP, CUBE and GROUPING SETS are not supported yet")
             if group.args.get("all"):
                 group_exprs = [b for _, b, _ in items if not collector.contains_placeholder(b)]
+            sets: list[list[Expr]] = [list(group_exprs)]
             for g in group.expressions:
-                group_exprs.append(self._bind_group_item(g, items, aliases, scope))
+                choices = self._grouping_choices(g, items, aliases, scope)
+                sets = [chosen + choice for chosen in sets for choice in choices]
+            group_exprs = list(dict.fromkeys(e for chosen in sets for e in chosen))
+            if len(sets) > 1 or any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets))
+                                    for g in group.expressions):
+                grouping_sets = [sorted({group_exprs.index(e) for e in chosen})
+                                 for chosen in sets]
         having = select.args.get("having")
         having_expr = collector.bind(having.this) if having is not None else None
         qualify = select.args.get("qualify")
@@ -379,8 +385,12 @@ class Binder:
             distinct = None
 
         # aggregation
-        if collector.aggregates or group_exprs:
-            plan, rewrite = self._plan_aggregate(plan, group_exprs, collector)
+        if collector.groupings and group is None:
+            raise PlanError("GROUPING() needs a GROUP BY clause")
+        if collector.groupings and grouping_sets is None:
+            grouping_sets = [list(range(len(group_exprs)))]
+        if collector.aggregates or group_exprs or grouping_sets:
+            plan, rewrite = self._plan_aggregate(plan, group_exprs, collector, grouping_sets)
             items = [(n, rewrite(b), s) for n, b, s in items]
             order_keys = [(SortKey(rewrite(k.expr), k.descending, k.nulls_first), pos)
                           for k, pos in order_keys]
@@ -499,6 +509,29 @@ class Binder:
         self._no_aggregates(bound, "GROUP BY")
         return bound
 
+    def _grouping_choices(self, node, items, aliases, scope) -> list[list[Expr]]:
+        """The grouping sets one GROUP BY item contributes (a plain key: exactly one)."""
+        def element(e) -> list[Expr]:  # (a, b) groups together inside ROLLUP / CUBE / SETS
+            if isinstance(e, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+                raise NotSupportedError(f"{e.key.upper()} nested inside another grouping "
+                                        "construct is not supported")
+            parts = e.expressions if isinstance(e, exp.Tuple) else \
+                [e.this] if isinstance(e, exp.Paren) else [e]
+            return [self._bind_group_item(p, items, aliases, scope) for p in parts]
+
+        if isinstance(node, exp.Rollup):
+            elements = [element(e) for e in node.expressions]
+            return [list(chain.from_iterable(elements[:n]))
+                    for n in range(len(elements), -1, -1)]
+        if isinstance(node, exp.Cube):
+            elements = [element(e) for e in node.expressions]
+            return [list(chain.from_iterable(el for bit, el in enumerate(elements)
+                                             if not mask >> bit & 1))
+                    for mask in range(2 ** len(elements))]
+        if isinstance(node, exp.GroupingSets):
+            return [element(e) for e in node.expressions]
+        return [[self._bind_group_item(node, items, aliases, scope)]]
+
     def _bind_order(self, order: exp.Order, items, aliases, collector):
         keys = []
         for ordered in order.expressions:
@@ -561,14 +594,18 @@ class Binder:
         return self._limit(node, plan)
 
     # -- aggregation ----------------------------------------------------------
-    def _plan_aggregate(self, plan, group_exprs, collector):
+    def _plan_aggregate(self, plan, group_exprs, collector, grouping_sets=None):
         group_exprs = list(dict.fromkeys(group_exprs))
-        group_outputs = tuple(e if isinstance(e, Column) else
-                              Column(next_id(), _expr_name(e), e.type) for e in group_exprs)
-        # group keys that are plain columns keep their id, so references stay valid
-        aggregates = tuple(collector.aggregates)
-        agg_outputs = tuple(collector.aggregate_columns)
-        node = lp.Aggregate(plan, tuple(group_exprs), group_outputs, aggregates, agg_outputs)
+        if grouping_sets is not None:
+            node, group_outputs = _plan_grouping_sets(plan, group_exprs, grouping_sets,
+                                                      collector)
+        else:
+            # group keys that are plain columns keep their id, so references stay valid
+            group_outputs = tuple(e if isinstance(e, Column) else
+                                  Column(next_id(), _expr_name(e), e.type)
+                                  for e in group_exprs)
+            node = lp.Aggregate(plan, tuple(group_exprs), group_outputs,
+                                tuple(collector.aggregates), tuple(collector.aggregate_columns))
         mapping = {e: o for e, o in zip(group_exprs, group_outputs)}
         allowed = {c.id for c in node.columns}
         inner_ids = {c.id for c in plan.columns}
@@ -703,6 +740,10 @@ class Binder:
                 from dataclasses import replace as _replace
                 return _replace(inner, negated=not inner.negated)
             return self._typed_call("not", [inner])
+        if isinstance(node, exp.Grouping):
+            if not isinstance(collector, _Collector):
+                raise PlanError(f"GROUPING() is not allowed here: {node.sql()}" + _where(node))
+            return collector.grouping(node)
         if self._is_window(node) or self._aggregate_name(node) is not None:
             if collector is None:
                 what = "window functions" if self._is_window(node) else "aggregate functions"
@@ -806,13 +847,25 @@ class _Collector:
         self.aggregate_columns: list[Column] = []
         self.windows: list[WindowCall] = []
         self.window_columns: list[Column] = []
+        self.groupings: list[tuple[tuple[Expr, ...], Column]] = []  # GROUPING(args)
         self.aliases: dict[str, Expr] = {}
 
     def bind(self, node: exp.Expression) -> Expr:
         return self.binder.bind_expr(node, self.scope, self)
 
+    def grouping(self, node: exp.Grouping) -> Column:
+        """GROUPING(a, ...): a placeholder the grouping-sets aggregate fills per set."""
+        args = tuple(self.binder.bind_expr(a, self.scope, None) for a in node.expressions)
+        for existing, column in self.groupings:
+            if existing == args:
+                return column
+        column = Column(next_id(), _display_name(node), pa.int64())
+        self.groupings.append((args, column))
+        return column
+
     def contains_placeholder(self, expr: Expr) -> bool:
-        ids = {c.id for c in self.aggregate_columns + self.window_columns}
+        ids = {c.id for c in self.aggregate_columns + self.window_columns +
+               [c for _, c in self.groupings]}
         return any(isinstance(e, Column) and e.id in ids for e in walk(expr))
 
     def placeholder(self, node: exp.Expression) -> Column:
@@ -1048,6 +1101,9 @@ class _NoWindowCollector(_Collector):
             raise PlanError(f"window functions cannot be nested: {node.sql()}")
         return self.outer.placeholder(node)
 
+    def grouping(self, node):
+        return self.outer.grouping(node)
+
 
 def _rewrite_window(window: WindowCall, rewrite) -> WindowCall:
     return window.with_children(tuple(rewrite(c) for c in window.children()))
@@ -1108,3 +1164,60 @@ def _first_per_group(plan: lp.LogicalPlan, keys: tuple[Expr, ...],
     plan = lp.Window(plan, (first,), (rank,))
     plan = lp.Filter(plan, Call("eq", (rank, Literal(1, pa.int64())), pa.bool_()))
     return lp.Projection(plan, plan.columns[:-1], plan.columns[:-1])
+
+
+def _plan_grouping_sets(plan, group_exprs, grouping_sets, collector):
+    """GROUP BY ROLLUP / CUBE / GROUPING SETS as one aggregate over a UNION ALL of copies
+    of the input, one per grouping set, with the keys outside the set replaced by NULL and
+    the set's number as a hidden key (a NULL that was data stays apart from a rolled-up one).
+    An empty set is a global aggregate of its own: it yields a row even for empty input.
+
+    Returns the plan and the output column of each group expression.
+    """
+    def fresh(columns):
+        return tuple(Column(next_id(), c.name, c.type) for c in columns)
+
+    keys = tuple(Column(next_id(), _expr_name(e), e.type) for e in group_exprs)
+    set_number = Column(next_id(), "__grouping_set", pa.int64())
+    marks = tuple(column for _, column in collector.groupings)
+    outputs = keys + (set_number,) + marks + tuple(collector.aggregate_columns)
+
+    def constants(number: int, members: list[int]) -> list[Expr]:
+        """The set's number and each GROUPING(args): one bit per argument, 1 = not grouped."""
+        values = [Literal(number, pa.int64())]
+        for args, _ in collector.groupings:
+            bits = 0
+            for arg in args:
+                if arg not in group_exprs:
+                    raise PlanError(f"GROUPING() arguments must be GROUP BY expressions: {arg}")
+                bits = bits << 1 | (group_exprs.index(arg) not in members)
+            values.append(Literal(bits, pa.int64()))
+        return values
+
+    def nulled(members: list[int]) -> list[Expr]:
+        return [e if i in members else Literal(None, e.type) for i, e in enumerate(group_exprs)]
+
+    used = tuple(dict.fromkeys(e for call in collector.aggregates for e in walk(call)
+                               if isinstance(e, Column) and e in plan.columns))
+    copies = []
+    for number, members in enumerate(grouping_sets):
+        if members:
+            exprs = nulled(members) + constants(number, members) + list(used)
+            columns = fresh(keys + (set_number,) + marks + used)
+            copies.append(lp.Projection(plan, tuple(exprs), columns))
+    parts = []
+    if copies:
+        union = lp.Union(tuple(copies), fresh(copies[0].columns))
+        n = len(keys) + 1 + len(marks)
+        moved = dict(zip(used, union.columns[n:]))
+        aggregates = tuple(_transform_top_down(call, lambda e: moved.get(e, e))
+                           for call in collector.aggregates)
+        parts.append(lp.Aggregate(union, union.columns[:n], fresh(outputs[:n]), aggregates,
+                                  fresh(collector.aggregate_columns)))
+    for number, members in enumerate(grouping_sets):
+        if not members:
+            total = lp.Aggregate(plan, (), (), tuple(collector.aggregates),
+                                 fresh(collector.aggregate_columns))
+            exprs = nulled(members) + constants(number, members) + list(total.columns)
+            parts.append(lp.Projection(total, tuple(exprs), fresh(outputs)))
+    return lp.Union(tuple(parts), outputs), keys

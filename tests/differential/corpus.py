@@ -298,6 +298,20 @@ JOINS = [
 ]
 
 AGGREGATES = [
+    # ROLLUP / CUBE / GROUPING SETS (a NULL key that is data stays apart from a rolled-up one)
+    "SELECT k, b, count(*), sum(v), grouping(k, b) FROM t GROUP BY ROLLUP (k, b)",
+    "SELECT k, s, max(f), grouping(s) FROM t GROUP BY CUBE (k, s)",
+    "SELECT k, b, count(v) FROM t GROUP BY GROUPING SETS ((k), (b), (), (k, b))",
+    "SELECT k, count(*) FROM t_empty GROUP BY ROLLUP (k)",
+    "SELECT count(*), sum(v) FROM t_empty GROUP BY GROUPING SETS (())",
+    "SELECT k, b, sum(v) FROM t GROUP BY k, ROLLUP (b)",
+    "SELECT k, count(*) FROM t GROUP BY GROUPING SETS ((k), (k))",
+    "SELECT k % 2 AS odd, sum(v) FROM t GROUP BY ROLLUP (odd) HAVING sum(v) > 3",
+    "SELECT k, count(DISTINCT s), min(d), grouping(k) FROM t GROUP BY ROLLUP (1)",
+    "SELECT k, b, count(*) FROM t GROUP BY ROLLUP ((k, b))",
+    "SELECT k, count(*) FROM t GROUP BY ROLLUP (k) HAVING k IS NULL",
+    "SELECT k, grouping(k), sum(v) FROM t GROUP BY k",
+    "SELECT k, sum(v), rank() OVER (ORDER BY sum(v) DESC NULLS LAST) FROM t GROUP BY ROLLUP (k)",
     "SELECT count(*), count(v), count(k), count(s), count(DISTINCT k) FROM t",
     "SELECT sum(v), avg(v), min(v), max(v), sum(f), avg(f), min(f), max(f) FROM t",
     "SELECT min(s), max(s), min(d), max(d), min(ts), max(ts), min(b), max(b) FROM t",
@@ -604,6 +618,7 @@ BIG = [
     "SELECT h, count(DISTINCT g), stddev(x), var_pop(y), median(x) FROM big GROUP BY h",
     "SELECT flag, count(*), bool_or(y > 990), bool_and(y > -1000) FROM big GROUP BY flag",
     "SELECT g, count(*) FROM big GROUP BY g HAVING count(*) > 100",
+    "SELECT g, h, count(*), sum(y), avg(x), grouping(g, h) FROM big GROUP BY CUBE (g, h)",
     "SELECT id, x FROM big ORDER BY x DESC NULLS LAST, id LIMIT 20",
     "SELECT id, h FROM big ORDER BY h NULLS FIRST, id LIMIT 50 OFFSET 10",
     "SELECT id, dt, y FROM big ORDER BY dt, y DESC, id",
