@@ -1,5 +1,6 @@
 """EXPLAIN [ANALYZE] written in SQL (sqlglot keeps EXPLAIN as an opaque command; our dialect
-parses it) returns the plan as a one-column table, with a caret on errors inside it."""
+parses it) returns the plan as a one-column table, with a caret on errors inside it; DESCRIBE
+and SHOW TABLES return what DuckDB returns."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pyarrow as pa
 import pytest
 
 import plansight as ps
+from tests.differential.harness import check
+from tests.differential.tables import SMALL
 
 
 def _without_ids(text: str) -> str:
@@ -56,6 +59,21 @@ def test_errors_inside_explain_point_at_the_token(session):
     assert "column 16" in str(error.value) and "^" in str(error.value)
 
 
-def test_describe_is_not_explain(session):
-    with pytest.raises(ps.NotSupportedError, match="DESCRIBE statements are not supported"):
-        session.sql("DESCRIBE t")
+@pytest.mark.parametrize("sql", [
+    "DESCRIBE t", "DESCRIBE fl", "DESCRIBE t_empty",
+    "DESCRIBE SELECT k + 1 AS k1, s, max(v) AS top, avg(v) AS mean FROM t GROUP BY ALL",
+    "DESCRIBE SELECT * FROM t JOIN u USING (k)",
+    "SHOW TABLES",
+])
+def test_describe_and_show_tables_match_duckdb(sql):
+    check(sql, SMALL)  # column names and DuckDB type spellings of every adversarial type
+
+
+def test_describe_of_an_unknown_table_names_it(session):
+    with pytest.raises(ps.PlanError, match="'nope' does not exist"):
+        session.sql("DESCRIBE nope")
+
+
+def test_show_tables_of_an_empty_session_is_empty():
+    result = ps.Session().sql("SHOW TABLES").to_arrow()
+    assert result.column_names == ["name"] and result.num_rows == 0

@@ -147,9 +147,24 @@ class Binder:
         if isinstance(node, (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)):
             plan = self.bind_query(node, None)
             return plan
+        if isinstance(node, exp.Describe) and not node.meta.get("explain"):
+            return self._describe(node.this)
+        if isinstance(node, exp.Show) and str(node.name).upper() == "TABLES":
+            names = sorted(self.catalog, key=str.lower)
+            return _constant_table(["name"], [(name,) for name in names], [pa.string()])
         kind = type(node).__name__.upper()
         raise NotSupportedError(f"{kind} statements are not supported; plansight runs queries "
                                 "(SELECT, WITH, VALUES, set operations), SET and EXPLAIN")
+
+    def _describe(self, target: exp.Expression) -> lp.LogicalPlan:
+        """DESCRIBE table / DESCRIBE query: one row per output column, in DuckDB's layout."""
+        from plansight.engine.functions.scalar.types import type_name
+
+        query = exp.select("*").from_(target) if isinstance(target, exp.Table) else target
+        columns = self.bind_query(query, None).columns
+        names = ["column_name", "column_type", "null", "key", "default", "extra"]
+        rows = [(c.name, type_name(c.type), "YES", None, None, None) for c in columns]
+        return _constant_table(names, rows, [pa.string()] * len(names))
 
     def bind_query(self, node: exp.Expression, outer: Scope | None) -> lp.LogicalPlan:
         with_ = node.args.get("with_") or node.args.get("with")
@@ -1221,3 +1236,13 @@ def _plan_grouping_sets(plan, group_exprs, grouping_sets, collector):
             exprs = nulled(members) + constants(number, members) + list(total.columns)
             parts.append(lp.Projection(total, tuple(exprs), fresh(outputs)))
     return lp.Union(tuple(parts), outputs), keys
+
+
+def _constant_table(names: list[str], rows: list[tuple], types: list[pa.DataType]):
+    """A VALUES plan of Python values (statement results such as DESCRIBE); no rows: empty."""
+    columns = tuple(Column(next_id(), n, t) for n, t in zip(names, types))
+    if not rows:
+        empty = lp.Values(columns, (tuple(Literal(None, t) for t in types),))
+        return lp.Filter(empty, Literal(False, pa.bool_()))
+    return lp.Values(columns, tuple(tuple(Literal(v, t) for v, t in zip(row, types))
+                                    for row in rows))
