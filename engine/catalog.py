@@ -13,6 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from plansight.engine.source_ordering import (
+    SourceSortKey,
+    parquet_sorting_columns,
+    parse_sorted_by,
+    stats_disprove_order,
+    stats_prove_order,
+)
 
 from plansight.errors import PlanError
 
@@ -30,6 +37,8 @@ class ScanUnit:
 class TableSource:
     kind = "memory"
     schema: pa.Schema
+    #: how the rows of each unit are sorted (source_ordering.py); () when unknown
+    ordering: tuple[SourceSortKey, ...] = ()
 
     def num_rows(self) -> int | None:
         return None
@@ -53,6 +62,11 @@ class TableSource:
         """True only when statistics prove that every row of ``unit`` passes ``predicates``."""
         return False
 
+    def in_order(self, first: ScanUnit, second: ScanUnit) -> bool:
+        """Whether every row of ``second`` sorts at or after every row of ``first`` under
+        ``ordering``: a partition reading them one after the other then stays sorted."""
+        return False
+
     def describe(self) -> str:
         return f"file_type={self.kind}"
 
@@ -60,9 +74,11 @@ class TableSource:
 class MemorySource(TableSource):
     kind = "memory"
 
-    def __init__(self, table: pa.Table):
+    def __init__(self, table: pa.Table, sorted_by=None):
         self.table = table
         self.schema = table.schema
+        # trusted as declared: checking it would cost a pass over the table
+        self.ordering = parse_sorted_by(sorted_by, self.schema)
 
     def num_rows(self) -> int:
         return self.table.num_rows
@@ -79,6 +95,9 @@ class MemorySource(TableSource):
         for batch in piece.to_batches(max_chunksize=batch_size):
             if batch.num_rows:
                 yield batch
+
+    def in_order(self, first, second):
+        return bool(self.ordering) and second.offset >= first.offset + first.rows
 
     def describe(self) -> str:
         return f"memory rows={self.table.num_rows}"
@@ -104,7 +123,7 @@ def _expand(path: str | os.PathLike, suffixes: tuple[str, ...]) -> list[str]:
 class ParquetSource(TableSource):
     kind = "parquet"
 
-    def __init__(self, path):
+    def __init__(self, path, sorted_by=None):
         import pyarrow.parquet as pq
 
         self.files = _expand(path, (".parquet", ".parq", ".pq"))
@@ -114,6 +133,26 @@ class ParquetSource(TableSource):
             self.schema = normalize_schema(self.file_schema)
         except (pa.ArrowInvalid, OSError) as e:
             raise PlanError(f"cannot read Parquet file {self.files[0]!r}: {e}") from e
+        # declared: every file is sorted so; from metadata: every row group is
+        self.files_sorted = sorted_by is not None
+        if self.files_sorted:
+            self.ordering = parse_sorted_by(sorted_by, self.schema)
+            self._check_declared_order()
+        else:
+            self.ordering = parquet_sorting_columns(list(self._meta.values()), self.schema)
+
+    def _check_declared_order(self) -> None:
+        """Row-group statistics that contradict the declared first key: a clear error."""
+        key = self.ordering[0]
+        for path, meta in self._meta.items():
+            previous = None
+            for index in range(meta.num_row_groups):
+                stats = _row_group_stats(meta, index).get(key.column)
+                problem = stats_disprove_order(key, previous, stats)
+                if problem is not None:
+                    raise PlanError(f"sorted_by {key} does not hold in {path!r}: row group "
+                                    f"{index} {problem}")
+                previous = stats if stats is not None else previous
 
     def num_rows(self) -> int:
         return sum(m.num_rows for m in self._meta.values())
@@ -150,6 +189,16 @@ class ParquetSource(TableSource):
     def fully_matches(self, unit, predicates):
         stats = _row_group_stats(self._meta[unit.path], unit.row_groups[0])
         return all(_all_match(p, stats) for p in predicates)
+
+    def in_order(self, first, second):
+        if not self.ordering:
+            return False
+        if self.files_sorted and first.path == second.path and \
+                second.row_groups[0] > first.row_groups[0]:
+            return True
+        column = self.ordering[0].column
+        return stats_prove_order(self.ordering[0], self.unit_stats(first, column),
+                                 self.unit_stats(second, column))
 
     def describe(self) -> str:
         return f"files={len(self.files)}, file_type=parquet"
@@ -302,23 +351,30 @@ class IpcSource(TableSource):
             raise PlanError(f"cannot read Arrow IPC file {unit.path!r}: {e}") from e
 
 
-def source_from_object(obj: Any) -> TableSource:
-    """A MemorySource from an Arrow table/batch/reader, pandas or polars DataFrame."""
+def source_from_object(obj: Any, sorted_by=None) -> TableSource:
+    """A MemorySource from an Arrow table/batch/reader, pandas or polars DataFrame;
+    ``sorted_by`` declares how its rows are sorted (source_ordering.py)."""
     if isinstance(obj, TableSource):
+        if sorted_by is not None:
+            raise PlanError("sorted_by applies to data, not to an existing table source")
         return obj
+    return MemorySource(_arrow_table(obj), sorted_by)
+
+
+def _arrow_table(obj: Any) -> pa.Table:
     if isinstance(obj, pa.Table):
-        return MemorySource(normalize_table(obj))
+        return normalize_table(obj)
     if isinstance(obj, pa.RecordBatch):
-        return MemorySource(pa.Table.from_batches([obj]))
+        return pa.Table.from_batches([obj])
     if isinstance(obj, pa.RecordBatchReader):
-        return MemorySource(obj.read_all())
+        return obj.read_all()
     module = type(obj).__module__.split(".")[0]
     if module == "pandas":
-        return MemorySource(normalize_table(pa.Table.from_pandas(obj, preserve_index=False)))
+        return normalize_table(pa.Table.from_pandas(obj, preserve_index=False))
     if module == "polars":
-        return MemorySource(normalize_table(obj.to_arrow()))
+        return normalize_table(obj.to_arrow())
     if hasattr(obj, "__arrow_c_stream__"):
-        return MemorySource(pa.table(obj))
+        return pa.table(obj)
     raise PlanError(f"cannot register an object of type {type(obj).__name__}: expected a "
                     "pyarrow Table/RecordBatch/RecordBatchReader or a pandas/polars DataFrame")
 

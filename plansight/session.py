@@ -138,14 +138,33 @@ class Session:
         return getattr(self.config, _ALIASES.get(key, key))
 
     # -- catalog --------------------------------------------------------------
-    def register(self, name: str, obj: Any) -> None:
-        """Register an Arrow table / RecordBatchReader or a pandas / polars DataFrame."""
-        self._check_name(name)
-        self._tables[name] = source_from_object(obj)
+    def register(self, name: str, obj: Any, sorted_by: str | list[str] | None = None) -> None:
+        """Register an Arrow table / RecordBatchReader or a pandas / polars DataFrame.
 
-    def register_parquet(self, name: str, path) -> None:
+        ``sorted_by`` declares how the rows are already sorted (``["a", "b DESC NULLS
+        FIRST"]``): sorts on it are skipped and a top-k stops early. It is trusted, not
+        checked: rows not sorted so give wrong results.
+
+        Example:
+            >>> import pyarrow as pa, plansight as ps
+            >>> s = ps.Session(target_partitions=1)
+            >>> s.register("t", pa.table({"a": [1, 2, 3]}), sorted_by=["a"])
+            >>> "SortExec" in s.sql("SELECT a FROM t ORDER BY a").explain()
+            False
+        """
         self._check_name(name)
-        self._tables[name] = ParquetSource(path)
+        self._tables[name] = source_from_object(obj, sorted_by)
+
+    def register_parquet(self, name: str, path, sorted_by: str | list[str] | None = None
+                         ) -> None:
+        """Register Parquet files (a file, a folder or a glob).
+
+        ``sorted_by`` declares that every file is sorted so (checked against row-group
+        statistics, otherwise trusted); without it, the ``sorting_columns`` the files'
+        metadata carry are used where statistics prove the row groups follow each other.
+        """
+        self._check_name(name)
+        self._tables[name] = ParquetSource(path, sorted_by)
 
     def register_csv(self, name: str, path, **options) -> None:
         self._check_name(name)

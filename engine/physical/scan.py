@@ -8,13 +8,27 @@ over a filter made only of ``predicates``): when the units whose statistics prov
 row passes hold at least ``rows`` rows, only the first of them that cover ``rows`` are read —
 partially matching units are skipped too. A LIMIT without ORDER BY may return any rows that
 pass the filter.
+
+Ordering: a source that knows its sort order (source_ordering.py) makes each partition sorted
+when the units of its run follow each other (``TableSource.in_order``); the scan then reports
+that order, cut to the projected columns, as its output ordering. Runs are split at file
+boundaries when that keeps them sorted (each file sorted on its own).
+
+Read order for a top-k (``read_first_by``, set by ``push_dynamic_filters``): the units most
+likely to hold the top rows are read first — by ascending minimum of the first sort key for
+ASC, descending maximum for DESC — and dealt round-robin to the partitions, so the top-k's
+threshold tightens after the first units and the dynamic filter prunes the rest by their
+statistics (a DESC top-k over ascending row groups reads the last one first).
 """
 
 from __future__ import annotations
 
+import itertools
+
 import pyarrow as pa
-from plansight.engine.catalog import TableSource
-from plansight.engine.physical.plan import ExecutionPlan, Partitioning
+from plansight.engine.catalog import ScanUnit, TableSource
+from plansight.engine.logical.expr import Column, SortKey
+from plansight.engine.physical.plan import ExecutionPlan, Ordering, Partitioning
 
 
 class DataSourceExec(ExecutionPlan):
@@ -40,8 +54,15 @@ class DataSourceExec(ExecutionPlan):
                                                                     *limit_pruning)
         self.partition_count = max(1, min(partitions, len(units))) if units else 1
         # contiguous runs of units per partition, so each partition reads in source order
-        bounds = [len(units) * i // self.partition_count for i in range(self.partition_count + 1)]
-        self.assignment = [units[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
+        self.assignment = _split(units, self.partition_count)
+        self.sorted_runs = bool(source.ordering) and _runs_in_order(source, self.assignment)
+        if source.ordering and not self.sorted_runs:
+            by_file = _split_by_file(units, self.partition_count)
+            if by_file is not None and _runs_in_order(source, by_file):
+                self.assignment, self.sorted_runs = by_file, True
+                self.partition_count = len(by_file)
+        self._ordering = self._projected_ordering() if self.sorted_runs else None
+        self.read_order: str | None = None  # set by read_first_by
 
     def estimated_rows(self) -> int:
         """Rows this scan expects to read, from the source's statistics: the units left after
@@ -52,6 +73,46 @@ class DataSourceExec(ExecutionPlan):
 
     def output_partitioning(self) -> Partitioning:
         return Partitioning(self.partition_count)
+
+    def output_ordering(self) -> Ordering | None:
+        return self._ordering
+
+    def _projected_ordering(self) -> Ordering | None:
+        """The source's order on this scan's output columns: its leading keys up to the first
+        one not projected (rows sorted by a, b, c are sorted by a, b, not by a, c)."""
+        keys = []
+        for key in self.source.ordering:
+            if key.column not in self.columns:
+                break
+            field = self.schema.field(self.columns.index(key.column))
+            name, _, column_id = field.name.rpartition("#")
+            if not column_id.isdigit():
+                break  # not a planned scan (its fields are not ``name#id``)
+            keys.append(SortKey(Column(int(column_id), name, field.type), key.descending,
+                                key.nulls_first))
+        return tuple(keys) or None
+
+    def read_first_by(self, column: str, descending: bool) -> bool:
+        """Reorder the units so those holding the smallest (largest when ``descending``)
+        values of source ``column`` are read first; units without statistics go last. The
+        scan no longer reports an output ordering. False when statistics cannot tell."""
+        units = [unit for run in self.assignment for unit in run]
+        stats = [self.source.unit_stats(unit, column) for unit in units]
+        known = [(s[1] if descending else s[0], i) for i, s in enumerate(stats) if s]
+        if len(known) < 2:
+            return False
+        try:
+            known.sort(reverse=descending)
+        except TypeError:
+            return False
+        first = {i for _, i in known}
+        order = [units[i] for _, i in known] + [u for i, u in enumerate(units) if i not in first]
+        count = len(self.assignment)
+        self.assignment = [order[p::count] for p in range(count)]
+        self._ordering, self.sorted_runs = None, False
+        self.read_order = f"{'max' if descending else 'min'}({column}) " \
+                          f"{'DESC' if descending else 'ASC'}"
+        return True
 
     def with_fetch(self, fetch: int | None) -> DataSourceExec:
         return DataSourceExec(self.source, self.columns, self.schema, self.requested_partitions,
@@ -74,6 +135,10 @@ class DataSourceExec(ExecutionPlan):
             parts.append(f"limit={self.fetch}")
         if self.limit_pruned_units:
             parts.append(f"units_pruned_by_limit={self.limit_pruned_units}/{self.total_units}")
+        if self._ordering:
+            parts.append(f"output_ordering=[{', '.join(map(str, self._ordering))}]")
+        if self.read_order:
+            parts.append(f"read_order=[{self.read_order}]")
         if self.dynamic_filters:
             parts.append("dynamic_filters=[" + ", ".join(
                 f"{column} from {f.origin}" for column, f in self.dynamic_filters) + "]")
@@ -93,6 +158,11 @@ class DataSourceExec(ExecutionPlan):
                 metrics.add("rows_skipped_dynamic", before - batch.num_rows)
         return batch
 
+    def _unit_may_match(self, unit, dynamic, ctx) -> bool:
+        """False when the dynamic filters in force rule ``unit`` out by its statistics."""
+        return all(f.unit_may_match(self.source.unit_stats(unit, self.columns[i]))
+                   for i, f in dynamic if f.applies_to(ctx))
+
     def _execute(self, partition, ctx):
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         metrics.add("units_pruned", self.pruned_units if partition == 0 else 0)
@@ -102,16 +172,20 @@ class DataSourceExec(ExecutionPlan):
         dynamic = [(self.columns.index(c), f) for c, f in self.dynamic_filters]
         for unit in self.assignment[partition]:
             dynamic = [(i, f) for i, f in dynamic if f.run is ctx or f.run is None]
-            live = [(i, f) for i, f in dynamic if f.applies_to(ctx)]
-            if live and not all(f.unit_may_match(self.source.unit_stats(unit, self.columns[i]))
-                                for i, f in live):
+            if not self._unit_may_match(unit, dynamic, ctx):
                 metrics.add("units_pruned_dynamic")
                 continue
             metrics.add("units_read")
-            for batch in self.source.read(unit, self.columns, ctx.batch_size):
+            reader = self.source.read(unit, self.columns, ctx.batch_size)
+            for batch in reader:
                 if dynamic:
                     batch = self._apply_dynamic(batch, dynamic, metrics, ctx)
                     if batch.num_rows == 0:
+                        if not self._unit_may_match(unit, dynamic, ctx):
+                            # a filter tightened while the unit was read: leave the rest
+                            metrics.add("units_abandoned_dynamic")
+                            reader.close()
+                            break
                         continue
                 if remaining is not None:
                     if remaining <= 0:
@@ -123,6 +197,33 @@ class DataSourceExec(ExecutionPlan):
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
             if remaining is not None and remaining <= 0:
                 return
+
+
+def _split(units: list[ScanUnit], count: int) -> list[list[ScanUnit]]:
+    bounds = [len(units) * i // count for i in range(count + 1)]
+    return [units[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+
+
+def _split_by_file(units: list[ScanUnit], count: int) -> list[list[ScanUnit]] | None:
+    """Runs that never span two files (each file gets a share of the ``count`` partitions
+    by its unit count), or None when there are more files than partitions."""
+    files: dict[str | None, list[ScanUnit]] = {}
+    for unit in units:
+        files.setdefault(unit.path, []).append(unit)
+    if len(files) > count or len(files) < 2:
+        return None
+    groups = list(files.values())
+    shares = [1] * len(groups)
+    for _ in range(count - len(groups)):  # a few iterations: count is the partition count
+        best = max(range(len(groups)), key=lambda i: len(groups[i]) / shares[i])
+        if len(groups[best]) <= shares[best]:
+            break
+        shares[best] += 1
+    return [run for group, share in zip(groups, shares) for run in _split(group, share)]
+
+
+def _runs_in_order(source: TableSource, runs: list[list[ScanUnit]]) -> bool:
+    return all(source.in_order(a, b) for run in runs for a, b in itertools.pairwise(run))
 
 
 def _fully_matching_prefix(source: TableSource, units: list, predicates: tuple, rows: int):

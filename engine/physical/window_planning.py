@@ -154,7 +154,10 @@ def _sorted_executor(windows: list[WindowCall], outputs: list[Column],
     partition_by = list(windows[0].partition_by)
     if have is None:
         distribution = hash_distribution(partition_by) if partition_by else SINGLE_PARTITION
-        if not distribution.satisfied_by(child.output_partitioning()):
+        # partitions that are each sorted (a sorted source split into parts) are merged in
+        # order into one; a hash shuffle of them would cost more than the hash executor
+        if not distribution.satisfied_by(child.output_partitioning()) and \
+                (partition_by or not child.output_ordering()):
             return None
         have = tuple(child.output_ordering() or ())
     width = len(partition_by)

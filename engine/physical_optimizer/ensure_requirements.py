@@ -9,11 +9,16 @@ with what the input provides, and insert only what is missing:
                                                   (preserve_order when the input is sorted
                                                   as the operator requires: merge on read)
     required ordering, input not so ordered    -> SortExec (per partition)
+
+and removes a SortExec whose input is already sorted by its keys (a source's declared order,
+or an order established below): each partition passes through, merged when the sort had to
+produce one stream, cut to ``fetch`` rows for a top-k.
 """
 
 from __future__ import annotations
 
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
+from plansight.engine.physical.limit import GlobalLimitExec
 from plansight.engine.physical.plan import ExecutionPlan, ordering_satisfies
 from plansight.engine.physical.sort import SortExec
 
@@ -22,6 +27,9 @@ def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> Executio
     children = [ensure_requirements(c, target_partitions) for c in plan.children()]
     if not children:
         return plan
+    if isinstance(plan, SortExec) and ordering_satisfies(
+            children[0].output_ordering(), tuple(plan.keys), children[0].equivalences()):
+        return _presorted(plan, children[0])
     distributions = plan.required_input_distribution()
     orderings = plan.required_input_ordering()
     new_children = []
@@ -45,6 +53,17 @@ def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> Executio
     if all(a is b for a, b in zip(new_children, plan.children())):
         return plan
     return plan.with_new_children(new_children)
+
+
+def _presorted(sort: SortExec, child: ExecutionPlan) -> ExecutionPlan:
+    """What ``sort`` becomes over a ``child`` whose partitions are already sorted by its keys."""
+    if child.output_partitioning().count > 1 and not sort.preserve_partitioning:
+        from plansight.engine.physical.sort_preserving_merge import SortPreservingMergeExec
+
+        return SortPreservingMergeExec(list(sort.keys), child, fetch=sort.fetch)
+    if sort.fetch is None:
+        return child
+    return GlobalLimitExec(child, 0, sort.fetch, local=sort.preserve_partitioning)
 
 
 def _merge(child: ExecutionPlan) -> ExecutionPlan:
