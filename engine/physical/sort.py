@@ -22,13 +22,21 @@ input and the merge is stable, so the output equals the in-memory sort's, ties i
 
 With ``fetch`` it runs as top-k and never spills: candidates are cut back to k whenever they
 exceed 2k + a batch, so memory stays O(k + batch) instead of O(input).
+
+Top-k over input already sorted on a prefix of the keys (rows sorted by ``a``, ``ORDER BY a, b
+LIMIT k``) stops reading early, like DataFusion's common-sort-prefix TopK:
+
+    arrival:  a = 1 1 2 2 2 3 3 | 3 3 4 ...     the k-th row to arrive (k = 7: a = 3) bounds
+                          k-th ─┘     └─ a > 3: stop pulling the input
+    the prefix: k rows with a <= 3 are in hand, so a row with a > 3 cannot enter; rows with
+    a = 3 still can (b breaks the tie) and are read to the end of their run.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from plansight.engine.exec.spill import SpillFile, spill_manager
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.expressions import evaluate
@@ -110,31 +118,63 @@ class SortExec(ExecutionPlan):
             return self._top_k(partition, ctx)
         return self._external_sort(partition, ctx)
 
+    def sorted_prefix(self) -> list[SortKey]:
+        """The leading keys the input partitions are already sorted by (through column
+        equivalences); a top-k stops reading once they pass the k-th row's."""
+        have = self.input.output_ordering()
+        if not have:
+            return []
+        equivalences = self.input.equivalences()
+        have_keys = equivalences.normalize_ordering(have)
+        prefix, seen = [], set()
+        for key in self.keys:
+            normalized = equivalences.normalize_ordering([key])[0]
+            if normalized[0] in seen:
+                continue  # a repeated class orders nothing more
+            if len(seen) >= len(have_keys) or have_keys[len(seen)] != normalized:
+                break
+            seen.add(normalized[0])
+            prefix.append(key)
+        return prefix
+
     def _top_k(self, partition, ctx):
         reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         dynamic = getattr(self, "dynamic_filter", None)  # set by push_dynamic_filters
         if dynamic is not None:
             dynamic[0].start(ctx)
+        stream = self.input.execute(partition, ctx)
         try:
+            if self.fetch == 0:
+                return
+            stop = _PrefixStop(self.sorted_prefix(), self.fetch)
+            # with a sorted prefix the threshold is published once this partition is done:
+            # earlier, the scan would drop the rows past it, which are what tell it to stop
+            publish = dynamic is not None and not stop.prefix
             batches, held = [], 0
             limit = 2 * self.fetch + ctx.batch_size
-            for batch in self.input.execute(partition, ctx):
+            for batch in stream:
+                batch, finished = stop.cut(batch)
                 reservation.grow(batch.nbytes)
                 batches.append(batch)
                 held += batch.num_rows
-                if held > limit:
+                if held > limit or (finished and dynamic is not None):
                     table = self._sorted(batches).slice(0, self.fetch)
                     batches, held = table.to_batches(), table.num_rows
                     reservation.resize(table.nbytes)
-                    if dynamic is not None:
+                    if dynamic is not None and (publish or finished):
                         self._publish_threshold(table, *dynamic)
+                if finished:
+                    metrics.add("early_stop")
+                    break
+            stream.close()  # the input's work ends here, not when the output is consumed
             if not batches:
                 return
             table = self._sorted(batches).slice(0, self.fetch)
             yield from table.to_batches(max_chunksize=ctx.batch_size)
         finally:
-            ctx.metrics.for_partition(self.operator_id, self.name, partition).set_max(
-                "peak_mem", reservation.peak)
+            stream.close()
+            metrics.set_max("peak_mem", reservation.peak)
             reservation.free()
 
     def _publish_threshold(self, top: pa.Table, dynamic_filter, descending: bool) -> None:
@@ -167,6 +207,45 @@ class SortExec(ExecutionPlan):
     def _sorted(self, batches) -> pa.Table:
         table = pa.Table.from_batches(batches, schema=self.schema)
         return table.take(sort_indices(table, self.keys))
+
+
+class _PrefixStop:
+    """Cuts a top-k's input where its sorted prefix passes the k-th arrived row's prefix."""
+
+    def __init__(self, prefix: list[SortKey], fetch: int):
+        self.prefix, self.fetch = prefix, fetch
+        self.arrived = 0
+        self.bound: list[pa.Scalar] | None = None  # prefix values of the k-th arrived row
+
+    def cut(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, bool]:
+        """(the rows of ``batch`` that may still enter the top-k, whether the input is done)."""
+        if not self.prefix:
+            return batch, False
+        start = 0
+        if self.bound is None:
+            if self.arrived + batch.num_rows < self.fetch:
+                self.arrived += batch.num_rows
+                return batch, False
+            start = self.fetch - 1 - self.arrived
+            self.bound = [evaluate(key.expr, batch.slice(start, 1))[0] for key in self.prefix]
+        self.arrived += batch.num_rows
+        same = None
+        for key, value in zip(self.prefix, self.bound):
+            equal = _equal_to(evaluate(key.expr, batch.slice(start)), value)
+            same = equal if same is None else pc.and_(same, equal)
+        past = np.flatnonzero(~same.to_numpy(zero_copy_only=False))
+        if not len(past):
+            return batch, False
+        return batch.slice(0, start + int(past[0])), True
+
+
+def _equal_to(column: pa.Array, value: pa.Scalar) -> pa.Array:
+    """Rows of ``column`` that sort as ``value`` does: NULL with NULL, NaN with NaN."""
+    if not value.is_valid:
+        return pc.is_null(column)
+    if pa.types.is_floating(column.type) and value.as_py() != value.as_py():
+        return pc.fill_null(pc.is_nan(column), False)
+    return pc.fill_null(pc.equal(column, value), False)
 
 
 class _ExternalSort:

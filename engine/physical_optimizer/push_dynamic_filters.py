@@ -3,6 +3,10 @@
 A filter may only travel down through operators that pass rows through unchanged (projection
 renames, filters, partition exchanges): below a limit, an aggregate or a window, dropping rows
 early would change the answer.
+
+A top-k whose input is not already sorted on its first key also has its scan read the units
+most likely to hold the top rows first (``DataSourceExec.read_first_by``), so the threshold
+tightens at once and the filter prunes the other units by their statistics.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ def push_dynamic_filters(plan: ExecutionPlan) -> ExecutionPlan:
                 dynamic_filter = DynamicFilter(f"TopK[{node.operator_id}]", keep_nulls=True)
                 found[0].dynamic_filters.append((found[1], dynamic_filter))
                 node.dynamic_filter = (dynamic_filter, key.descending)
+                # reading in another order is only free when nothing relies on the order
+                if not node.sorted_prefix() and not _keeps_order_on_path(node.input):
+                    found[0].read_first_by(found[1], key.descending)
         elif isinstance(node, HashJoinExec) and node.join_type in _PROBE_DROPPING:
             filters = []
             for build_key, probe_key in node.on:
@@ -70,6 +77,16 @@ def find_scan_column(plan: ExecutionPlan, column: Expr):
             plan = plan.children()[0]
             continue
         return None
+
+
+def _keeps_order_on_path(plan: ExecutionPlan) -> bool:
+    """Whether an operator between ``plan`` and its scan (a chain ``find_scan_column``
+    accepted) relies on the scan's row order: an order-preserving repartition."""
+    while not isinstance(plan, DataSourceExec):
+        if isinstance(plan, RepartitionExec) and plan.preserve_order:
+            return True
+        plan = plan.children()[0]
+    return False
 
 
 def _walk(plan: ExecutionPlan):
