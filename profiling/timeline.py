@@ -182,7 +182,7 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
                 if current["first"] is None:
                     current["first"] = event.time
                 current["rows"] += event.rows
-                current["batches"] += event.batches  # > 1 when events coalesced
+                current["batches"] += event.batches  # the batches since the run's previous event
                 current["bytes"] += event.bytes
         elif isinstance(event, OperatorFinished):
             pending = open_spans.get((event.operator_id, event.partition))

@@ -147,7 +147,7 @@ class QueryMonitor:
             if isinstance(event, BatchProduced):
                 state = self._operator(event.operator_id)
                 state.output_rows += event.rows
-                state.output_batches += event.batches  # > 1 when events coalesced
+                state.output_batches += event.batches  # the batches since the previous event
             elif isinstance(event, OperatorStarted):
                 self._operator(event.operator_id).started[event.partition] = event.time
             elif isinstance(event, OperatorFinished):

@@ -1,19 +1,40 @@
 """Typed engine events on a bus that observers (widgets, profilers) subscribe to.
 
-Observers never slow the engine: publishing appends to one queue per observer, and a delivery
-thread per observer calls it. When an observer falls behind, high-rate events coalesce in its
-queue instead of piling up::
+The contract (what observers, widgets and the profiler may rely on):
 
-    engine threads ─publish─▶ pending (one per observer) ─drain─▶ delivery thread ─▶ observer
-                              lifecycle events: appended, never dropped, order kept
-                              BatchProduced: summed per (operator, partition) run
-                              ReservationChanged: the latest per consumer
+- **One delivery thread per observer.** Engine threads never call an observer: publishing
+  appends to each observer's queue (no lock), and that observer's thread calls it. A slow
+  observer delays only itself; a raising one is reported once (a ``RuntimeWarning`` on the
+  query's thread, ``bus.errors``) and detached, never fatal to the query.
+- **No per-batch events.** Operators only bump counters: per run of an operator partition,
+  a ``RunProgress`` whose ``counts`` (rows, batches, bytes, time) their thread replaces after
+  each batch. Each delivery thread *synthesizes* ``BatchProduced`` from those counters: every
+  ``TICK`` (20 ms) for each run that moved since the last tick, and once more just before the
+  run's ``OperatorFinished``. An event counts the batches since the previous one of its run
+  (``batches`` >= 1), so observers see progress while the query runs, and the rows, batches
+  and bytes summed over a run's events equal its counters *exactly* (``output_rows`` and
+  ``output_batches`` in the metrics).
+- **Lifecycle events are never dropped** and arrive in publication order: query
+  started/finished/failed/cancelled, operator started/finished, spill written/read,
+  repartition output sizes. A run's ``BatchProduced`` come after its ``OperatorStarted`` and
+  before its ``OperatorFinished``.
+- **ReservationChanged coalesces** while an observer is behind: it gets the latest change per
+  consumer, in the order of their last change (so the last ``pool_total`` is current);
+  ``pool_peak`` carries the pool's exact peak.
+- **Flush at the end.** ``close()`` (``Query.execute`` calls it before it returns, on success,
+  failure and cancel) delivers everything published before it, with a final ``BatchProduced``
+  for every run that moved, and ends the delivery threads.
+- **No observer, no cost:** no thread, no event objects; an operator checks one local flag
+  per batch besides its metrics counters.
 
-What is pending is bounded by the plan (operators × partitions, consumers) and the lifecycle
-events, not by the number of batches. ``close()`` flushes: every event published before it
-reaches every observer, and the delivery threads end. Publishing with no observer costs one
-attribute check; an observer that raises is reported once (a warning) and detached, never
-fatal to the query. The engine never imports its observers.
+::
+
+    engine thread ─ per batch ─▶ RunProgress.counts ◀─ read every tick ─┐
+                 ─ lifecycle ──▶ incoming (per observer) ─ drain ───────┴▶ delivery thread
+                                                                             ─▶ observer
+
+What waits for an observer is bounded by the plan (runs, consumers) and its lifecycle events,
+not by the number of batches. The engine never imports its observers.
 """
 
 from __future__ import annotations
@@ -23,7 +44,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Self
 
 
@@ -70,10 +91,13 @@ class OperatorFinished(Event):
 
 @dataclass(frozen=True)
 class BatchProduced(Event):
-    """``bytes`` are Arrow bytes (``nbytes``), measured on one batch in 16 of a stream and
-    estimated from the measured bytes per row in between (exact for fixed-width columns
-    without nulls). ``batches`` > 1 when a slow observer received several batches as one
-    event (``time`` is then the first one's, ``rows`` and ``bytes`` the sums)."""
+    """Output of one operator partition run since its previous ``BatchProduced``: ``batches``
+    batches of ``rows`` rows in total. Synthesized by the bus from the run's counters, never
+    published by the engine. ``bytes`` are Arrow bytes (``nbytes``), measured on one batch in
+    16 of a stream and estimated from the measured bytes per row in between (exact for
+    fixed-width columns without nulls). ``time`` is when the run's first batch came out for
+    its first event, when the latest batch it counts came out for the others: always within
+    the run's span."""
 
     operator_id: int
     partition: int
@@ -119,94 +143,117 @@ class RepartitionOutput(Event):
     rows_per_partition: tuple[int, ...]
 
 
+class RunProgress:
+    """What one run of an operator partition has produced so far.
+
+    Its engine thread replaces ``counts`` -- (rows, batches, bytes, time of the latest batch)
+    -- after each batch: one attribute store of a new tuple, so a delivery thread reading it
+    at any moment sees one consistent state, never the rows of one batch with the count of
+    another. ``first`` (when the first batch came out) is set before the first ``counts``.
+    """
+
+    __slots__ = ("counts", "first", "operator_id", "partition")
+
+    def __init__(self, operator_id: int, partition: int):
+        self.operator_id, self.partition = operator_id, partition
+        self.counts: tuple[int, int, int, float] = (0, 0, 0, 0.0)
+        self.first: float | None = None
+
+    def since(self, delivered: tuple[int, int, int]) -> tuple[BatchProduced | None,
+                                                              tuple[int, int, int]]:
+        """The ``BatchProduced`` for what came out after ``delivered`` (None: nothing did),
+        and the new delivered totals."""
+        rows, batches, size, last = self.counts
+        if batches == delivered[1]:
+            return None, delivered
+        event = BatchProduced(self.operator_id, self.partition, rows - delivered[0],
+                              size - delivered[2], batches - delivered[1],
+                              time=self.first if delivered[1] == 0 else last)
+        return event, (rows, batches, size)
+
+
 _RESERVATIONS = object()  # where the pending reservation changes are delivered
-GATHER_INTERVAL = 0.02  # seconds a delivery thread collects events before handing them over
+_NOTHING = (0, 0, 0)  # a run's delivered totals before its first BatchProduced
+TICK = 0.02  # seconds between a delivery thread's rounds while runs are live
 MAX_INCOMING = 1024  # unmerged events an observer may lag by before publishers merge them
-
-
-class _BatchSum:
-    """BatchProduced events of one operator partition run, merged while they wait."""
-
-    __slots__ = ("batches", "bytes", "first", "rows")
-
-    def __init__(self, first: BatchProduced):
-        self.first, self.rows, self.bytes, self.batches = (first, first.rows, first.bytes,
-                                                           first.batches)
-
-    def add(self, event: BatchProduced) -> None:
-        self.rows += event.rows
-        self.bytes += event.bytes
-        self.batches += event.batches
-
-    def event(self) -> BatchProduced:
-        return replace(self.first, rows=self.rows, bytes=self.bytes, batches=self.batches)
 
 
 class _Delivery:
     """One observer's events and the thread that hands them over.
 
-    Engine threads only append to ``incoming`` (no lock). Each round, the delivery thread
-    moves what arrived into ``pending``, merging high-rate events there, then calls the
-    observer outside the lock; what arrives meanwhile waits for the next round. When an
-    observer lags so far that ``incoming`` passes ``MAX_INCOMING``, the publisher merges
-    (under the lock) itself: memory stays bounded by the plan, not by the batches.
+    Engine threads only append to ``incoming`` (no lock). Each round -- every ``TICK`` while
+    runs are live, else once events arrive (then gathering for a ``TICK``) -- the delivery
+    thread moves what arrived into ``pending`` (the latest reservation per consumer), adds a
+    ``BatchProduced`` per live run that moved, and calls the observer outside the lock;
+    what arrives meanwhile waits for the next round. When an observer lags so far that
+    ``incoming`` passes ``MAX_INCOMING`` (reservation changes), the publisher moves it into
+    ``pending`` itself, under the lock: memory stays bounded by the plan.
     """
 
     def __init__(self, bus: EventBus, observer: Callable[[Event], None]):
         self.bus, self.observer = bus, observer
-        self._incoming: deque[Event] = deque()
-        self._lock = threading.Lock()  # guards pending, the merge indexes and the counter
+        self._incoming: deque = deque()  # events, and (event, RunProgress) for runs
+        self._lock = threading.Lock()  # guards pending, live, reservations and the counter
         self._pending: list = []
-        self._batch_index: dict[tuple[int, int], int] = {}  # (operator, partition) -> index
+        self._live: dict[RunProgress, tuple[int, int, int]] = {}  # run -> delivered totals
         self._reservations: dict[str, ReservationChanged] = {}  # in order of last change
         self._wakeup, self._finished = threading.Event(), threading.Event()
         self._waiting = self._closing = self._stopped = False
         self.ended = False  # set (under the bus's lock) when the thread is about to end
-        self.coalesced = 0  # events merged into an earlier one (or superseded)
+        self.coalesced = 0  # reservation changes superseded by a later one
         # daemon only as a safety net: close() joins it
         self._thread = threading.Thread(target=self._run, name="plansight-events", daemon=True)
         self._thread.start()
 
-    def put(self, event: Event) -> None:
+    def put(self, item) -> None:
         incoming = self._incoming
-        incoming.append(event)
+        incoming.append(item)
         if len(incoming) > MAX_INCOMING:
-            self._absorb()
+            with self._lock:
+                self._absorb()
         if self._waiting:
             self._waiting = False
             self._wakeup.set()
 
     def _absorb(self) -> None:
-        """Move what arrived into ``pending``, in arrival order, merging as it goes."""
+        """Move what arrived into ``pending``, in arrival order (holding the lock)."""
+        incoming, pending = self._incoming, self._pending
+        live, reservations = self._live, self._reservations
+        while incoming:
+            item = incoming.popleft()
+            kind = type(item)
+            if kind is tuple:
+                event, run = item
+                if type(event) is OperatorStarted:
+                    live[run] = _NOTHING
+                else:  # its finish: the run's last batches first
+                    last, _ = run.since(live.pop(run, _NOTHING))
+                    if last is not None:
+                        pending.append(last)
+                pending.append(event)
+            elif kind is ReservationChanged:
+                if not reservations:
+                    pending.append(_RESERVATIONS)
+                elif reservations.pop(item.consumer, None) is not None:
+                    self.coalesced += 1
+                reservations[item.consumer] = item  # last: its pool_total is the latest
+            else:
+                pending.append(item)
+
+    def _round(self) -> list:
+        """What to hand over now: what arrived, then the progress of every live run."""
         with self._lock:
-            incoming, pending = self._incoming, self._pending
-            batch_index, reservations = self._batch_index, self._reservations
-            while incoming:
-                event = incoming.popleft()
-                kind = type(event)
-                if kind is BatchProduced:
-                    key = (event.operator_id, event.partition)
-                    index = batch_index.get(key)
-                    if index is None:
-                        batch_index[key] = len(pending)
-                        pending.append(event)
-                    else:
-                        merged = pending[index]
-                        if type(merged) is not _BatchSum:
-                            merged = pending[index] = _BatchSum(merged)
-                        merged.add(event)
-                        self.coalesced += 1
-                elif kind is ReservationChanged:
-                    if not reservations:
-                        pending.append(_RESERVATIONS)
-                    elif reservations.pop(event.consumer, None) is not None:
-                        self.coalesced += 1
-                    reservations[event.consumer] = event  # last: its pool_total is the latest
-                else:
-                    if kind is OperatorStarted or kind is OperatorFinished:
-                        # a new run of this operator partition: its batches count apart
-                        batch_index.pop((event.operator_id, event.partition), None)
+            self._absorb()
+            pending, live = self._pending, self._live
+            for run, delivered in live.items():
+                event, live[run] = run.since(delivered)
+                if event is not None:
                     pending.append(event)
+            reservations, self._reservations, self._pending = self._reservations, {}, []
+        if _RESERVATIONS in pending:
+            at = pending.index(_RESERVATIONS)
+            pending[at:at + 1] = reservations.values()
+        return pending
 
     def _run(self) -> None:
         try:
@@ -216,39 +263,29 @@ class _Delivery:
 
     def _deliver_until_closed(self) -> None:
         while not self._stopped:
-            self._wakeup.clear()
-            self._waiting = True  # before looking: a publisher that appends now wakes us
-            if not (self._incoming or self._closing or self._stopped):
-                self._wakeup.wait()
-            self._waiting = False
+            if not (self._closing or self._live):
+                self._wakeup.clear()
+                self._waiting = True  # before looking: a publisher that appends now wakes us
+                if not (self._incoming or self._closing or self._stopped):
+                    self._wakeup.wait()
+                self._waiting = False
             if not (self._closing or self._stopped):
-                # let more arrive: one wake-up per interval, not per event (a thread switch
-                # costs the engine more than the event); finish() cuts it short
-                self._finished.wait(GATHER_INTERVAL)
-            self._absorb()
-            with self._lock:
-                pending, self._pending = self._pending, []
-                reservations, self._reservations = self._reservations, {}
-                self._batch_index.clear()
-            if not pending and self._closing and not self._incoming:
+                # one round per tick, not per event (a thread switch costs the engine more
+                # than the event); finish() cuts it short
+                self._finished.wait(TICK)
+            events = self._round()
+            if not events and self._closing and not self._incoming:
                 return
             observer = self.observer
-            for item in pending:
-                if item is _RESERVATIONS:
-                    events = list(reservations.values())
-                elif type(item) is _BatchSum:
-                    events = [item.event()]
-                else:
-                    events = [item]
-                for event in events:
-                    if self._stopped:
-                        return
-                    try:
-                        observer(event)
-                    except BaseException as error:  # noqa: BLE001 -- not fatal to the query
-                        self.stop()
-                        self.bus._detach(self, error)
-                        return
+            for event in events:
+                if self._stopped:
+                    return
+                try:
+                    observer(event)
+                except BaseException as error:  # noqa: BLE001 -- not fatal to the query
+                    self.stop()
+                    self.bus._detach(self, error)
+                    return
 
     def finish(self) -> None:
         """No more events: deliver what is pending, then let the thread end."""
@@ -261,8 +298,7 @@ class _Delivery:
         self._stopped = True
         with self._lock:
             self._incoming.clear()
-            self._pending, self._reservations = [], {}
-            self._batch_index.clear()
+            self._pending, self._reservations, self._live = [], {}, {}
         self._finished.set()
         self._wakeup.set()
 
@@ -271,7 +307,8 @@ class _Delivery:
 
 
 class _InlineDelivery:
-    """Calls the observer on the publishing thread (``EventBus(synchronous=True)``)."""
+    """Calls the observer on the publishing thread (``EventBus(synchronous=True)``); a run's
+    batches arrive as one ``BatchProduced`` just before its ``OperatorFinished``."""
 
     ended = True
 
@@ -279,11 +316,20 @@ class _InlineDelivery:
         self.bus, self.observer = bus, observer
         self._failed = False
 
-    def put(self, event: Event) -> None:
-        try:
-            self.observer(event)
-        except Exception as error:  # noqa: BLE001 -- an observer bug must not break the query
-            if not self._failed:
+    def put(self, item) -> None:
+        events = [item]
+        if type(item) is tuple:
+            event, run = item
+            events = [event]
+            if type(event) is OperatorFinished:
+                last, _ = run.since(_NOTHING)
+                events = [last, event] if last is not None else events
+        for event in events:
+            if self._failed:
+                return
+            try:
+                self.observer(event)
+            except Exception as error:  # noqa: BLE001 -- an observer bug must not break the query
                 self._failed = True
                 self.bus._detach(self, error)
                 self.bus._report()
@@ -298,23 +344,30 @@ class EventBus:
     """Fan-out of engine events, one delivery thread per observer.
 
     Use it as a context manager, or call ``close()`` at the end of the query: it delivers every
-    event published before it and ends the delivery threads. ``synchronous=True`` calls the
-    observers inline on the publishing engine thread instead -- only for internal uses that
-    must act within the event; a slow synchronous observer slows the query.
+    event published before it and ends the delivery threads. An operator partition run is
+    published with its ``RunProgress`` (``publish(OperatorStarted(...), run)``, the same for
+    its ``OperatorFinished``); its ``BatchProduced`` events come from that. ``synchronous=True``
+    calls the observers inline on the publishing engine thread instead -- only for internal
+    uses that must act within the event; a slow synchronous observer slows the query.
 
     Example:
         >>> seen = []
         >>> with EventBus([seen.append]) as bus:
-        ...     for rows in (10, 20, 30):
-        ...         bus.publish(BatchProduced(operator_id=1, partition=0, rows=rows, bytes=8))
-        >>> sum(e.rows for e in seen), sum(e.batches for e in seen)
+        ...     run = RunProgress(operator_id=1, partition=0)
+        ...     bus.publish(OperatorStarted(1, "ScanExec", 0), run)
+        ...     for batches, rows in enumerate((10, 30, 60), start=1):
+        ...         run.first = run.first or 1.0
+        ...         run.counts = (rows, batches, 8 * rows, 1.0)
+        ...     bus.publish(OperatorFinished(1, "ScanExec", 0, rows=60, elapsed=0.1), run)
+        >>> batches = [e for e in seen if isinstance(e, BatchProduced)]
+        >>> sum(e.rows for e in batches), sum(e.batches for e in batches)
         (60, 3)
     """
 
     def __init__(self, observers: list[Callable[[Event], None]] | None = None,
                  synchronous: bool = False):
         self.synchronous = synchronous
-        self.active = False  # the one attribute publishers check before building an event
+        self.active = False  # what publishers check before building an event
         self.errors: list[BaseException] = []
         self.flushing = False
         self._lock = threading.Lock()
@@ -328,19 +381,23 @@ class EventBus:
 
     @property
     def coalesced(self) -> int:
-        """Events merged into earlier ones because an observer was behind (all observers)."""
+        """Reservation changes superseded before a lagging observer saw them (all observers)."""
         return sum(getattr(d, "coalesced", 0) for d in self._started)
 
     def subscribe(self, observer: Callable[[Event], None]) -> None:
+        """Add an observer; it sees the runs that start from now on."""
         delivery = (_InlineDelivery if self.synchronous else _Delivery)(self, observer)
         with self._lock:
             self._deliveries += (delivery,)
             self._started.append(delivery)
             self.active = True
 
-    def publish(self, event: Event) -> None:
+    def publish(self, event: Event, run: RunProgress | None = None) -> None:
+        """Hand ``event`` to every observer; ``run`` with the OperatorStarted and
+        OperatorFinished of a run whose batches observers should see."""
+        item = event if run is None else (event, run)
         for delivery in self._deliveries:
-            delivery.put(event)
+            delivery.put(item)
 
     def close(self) -> None:
         """Deliver everything published so far, end the delivery threads, and warn about

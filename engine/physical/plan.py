@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from plansight.engine.exec.context import TaskContext
-from plansight.engine.exec.events import BatchProduced, OperatorFinished, OperatorStarted
+from plansight.engine.exec.events import OperatorFinished, OperatorStarted, RunProgress
 from plansight.engine.logical.expr import Expr, SortKey
 from plansight.engine.physical.equivalence import NONE, Equivalences
 
@@ -166,18 +166,21 @@ class ExecutionPlan:
     def _instrumented(self, partition: int, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
         # Runs once per batch per operator, holding the GIL: keep it to a cancellation flag
         # read, two clock reads and in-place adds to the metrics dict (readers see live
-        # values); events are built only when the bus has an observer.
+        # values). With an observer, also the run's progress counters -- one tuple -- from
+        # which the bus makes BatchProduced events on its own thread; never an event here.
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         values = metrics.values
         bus = ctx.events
         cancelled = ctx.cancelled.is_set
         clock = time.perf_counter
         metrics.start = clock()
-        if bus.active:
-            bus.publish(OperatorStarted(self.operator_id, self.name, partition))
+        observed = bus.active
+        if observed:
+            run = RunProgress(self.operator_id, partition)
+            bus.publish(OperatorStarted(self.operator_id, self.name, partition), run)
         inner = self._execute(partition, ctx)
         pull = inner.__next__
-        rows = batches = sampled_rows = sampled_bytes = 0
+        rows = batches = output_bytes = sampled_rows = sampled_bytes = 0
         try:
             while True:
                 if cancelled():
@@ -188,7 +191,8 @@ class ExecutionPlan:
                 except StopIteration:
                     values["elapsed_compute"] += clock() - t0
                     break
-                values["elapsed_compute"] += clock() - t0
+                now = clock()
+                values["elapsed_compute"] += now - t0
                 num_rows = batch.num_rows
                 if num_rows == 0:
                     continue
@@ -196,23 +200,26 @@ class ExecutionPlan:
                 batches += 1
                 values["output_rows"] += num_rows
                 values["output_batches"] += 1
-                if bus.active:
-                    # nbytes costs more than the rest of the event: measure every
-                    # BYTES_SAMPLE_EVERY-th batch, estimate the others from bytes per row
+                if observed:
+                    # nbytes costs more than the rest: measure every BYTES_SAMPLE_EVERY-th
+                    # batch, estimate the others from the measured bytes per row
                     if (batches - 1) % BYTES_SAMPLE_EVERY == 0 or not sampled_rows:
                         size = batch.nbytes
                         sampled_rows += num_rows
                         sampled_bytes += size
                     else:
                         size = num_rows * sampled_bytes // sampled_rows
-                    bus.publish(BatchProduced(self.operator_id, partition, num_rows, size))
+                    output_bytes += size
+                    if batches == 1:
+                        run.first = now
+                    run.counts = (rows, batches, output_bytes, now)
                 yield batch
         finally:
             inner.close()
             metrics.end = clock()
-            if bus.active:
+            if observed:
                 bus.publish(OperatorFinished(self.operator_id, self.name, partition, rows,
-                                             metrics.end - metrics.start))
+                                             metrics.end - metrics.start), run)
 
     def __repr__(self) -> str:
         return self.display()

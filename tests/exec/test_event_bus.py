@@ -1,4 +1,5 @@
-"""EventBus: observers run on their own threads, lag coalesces, the end of a query flushes."""
+"""EventBus: observers run on their own threads; BatchProduced is synthesized from run counters
+(progress while running, exact totals at the end); reservations coalesce; the end flushes."""
 
 from __future__ import annotations
 
@@ -20,8 +21,11 @@ from plansight.engine.exec.events import (
     QueryStarted,
     RepartitionOutput,
     ReservationChanged,
+    RunProgress,
     SpillWritten,
+    _Delivery,
 )
+from plansight.profiling.timeline import build_timeline
 
 import plansight as ps
 from plansight.errors import Cancelled, ExecutionError
@@ -76,58 +80,116 @@ def _session(rows: int = 60_000, batch_size: int = 100, partitions: int = 2) -> 
     return session
 
 
-# -- the bus alone: the coalescing rules, exactly -----------------------------------------------
+# -- the bus alone: synthesis and coalescing rules, exactly ------------------------------------
 
-def test_a_lagging_observer_receives_summed_batches_and_the_latest_reservations():
+def _produce(run: RunProgress, rows: int, size: int, time: float) -> None:
+    """What an operator's engine thread does per batch: replace the run's counters."""
+    total_rows, batches, total_bytes, _ = run.counts
+    if batches == 0:
+        run.first = time
+    run.counts = (total_rows + rows, batches + 1, total_bytes + size, time)
+
+
+def test_a_lagging_observer_gets_each_runs_batches_at_once_and_the_latest_reservations():
     gate = Gate()
     bus = EventBus([gate])
     bus.publish(QueryStarted("q", time=0.0))
     assert gate.entered.wait(10)  # the observer is now stuck in its first call
-    published = [
-        OperatorStarted(1, "A", 0, time=1.0),
-        BatchProduced(1, 0, 10, 100, time=1.1),
-        ReservationChanged("A[0]", 100, 100, 100, time=1.15),
-        BatchProduced(2, 0, 1, 8, time=1.2),
-        BatchProduced(1, 0, 20, 200, time=1.3),
-        SpillWritten("A", 30, 64, "f1", operator_id=1, time=1.35),
-        ReservationChanged("B[0]", 50, 150, 150, time=1.4),
-        ReservationChanged("A[0]", 0, 50, 150, time=1.45),
-        BatchProduced(1, 0, 30, 300, time=1.5),
-        OperatorFinished(1, "A", 0, 60, 0.5, time=1.6),
-        OperatorStarted(1, "A", 0, time=1.7),  # the same partition runs again: counted apart
-        BatchProduced(1, 0, 5, 50, time=1.8),
-        OperatorFinished(1, "A", 0, 5, 0.1, time=1.9),
-        QueryFinished(65, time=2.0),
-    ]
-    for event in published:
-        bus.publish(event)
+    first, other, again = RunProgress(1, 0), RunProgress(2, 0), RunProgress(1, 0)
+    published = []
+
+    def publish(event, run=None):
+        published.append(event)
+        bus.publish(event, run)
+
+    publish(OperatorStarted(1, "A", 0, time=1.0), first)
+    _produce(first, 10, 100, 1.1)
+    publish(ReservationChanged("A[0]", 100, 100, 100, time=1.15))
+    publish(OperatorStarted(2, "B", 0, time=1.18), other)
+    _produce(other, 1, 8, 1.2)
+    _produce(first, 20, 200, 1.3)
+    publish(SpillWritten("A", 30, 64, "f1", operator_id=1, time=1.35))
+    publish(ReservationChanged("B[0]", 50, 150, 150, time=1.4))
+    publish(ReservationChanged("A[0]", 0, 50, 150, time=1.45))
+    _produce(first, 30, 300, 1.5)
+    publish(OperatorFinished(1, "A", 0, 60, 0.5, time=1.6), first)
+    publish(OperatorStarted(1, "A", 0, time=1.7), again)  # the same partition runs again
+    _produce(again, 5, 50, 1.8)
+    publish(OperatorFinished(1, "A", 0, 5, 0.1, time=1.9), again)
+    publish(QueryFinished(65, time=2.0))  # ``other`` never finished: close() flushes it
     assert len(gate.events) == 1  # publishing did not wait for the observer
     gate.release.set()
     bus.close()
     delivered = gate.events[1:]
     assert _lifecycle(delivered) == _lifecycle(published)  # all kept, in order
     batches = [e for e in delivered if isinstance(e, BatchProduced)]
+    # one per run, counted apart, each time its first batch's
     assert [(e.operator_id, e.rows, e.bytes, e.batches, e.time) for e in batches] == [
-        (1, 60, 600, 3, 1.1), (2, 1, 8, 1, 1.2), (1, 5, 50, 1, 1.8)]
-    first_run = delivered.index(published[9])
-    assert delivered.index(batches[0]) < first_run < delivered.index(batches[2])
+        (1, 60, 600, 3, 1.1), (1, 5, 50, 1, 1.8), (2, 1, 8, 1, 1.2)]
+    # a run's batches come before its finish
+    assert delivered.index(batches[0]) < delivered.index(published[6]) \
+        < delivered.index(batches[1]) < delivered.index(published[8])
     reservations = [e for e in delivered if isinstance(e, ReservationChanged)]
     # the latest per consumer, in the order of their last change: the last total is current
     assert [(e.consumer, e.size, e.pool_total, e.pool_peak) for e in reservations] == [
         ("B[0]", 50, 150, 150), ("A[0]", 0, 50, 150)]
-    assert bus.coalesced == 3 and not bus.active
+    assert bus.coalesced == 1 and not bus.active
 
 
-def test_a_fast_observer_gets_every_event_as_published():
+def _wait_for(predicate, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+def test_a_live_run_is_reported_while_it_runs_batches_since_the_last_event():
+    seen = []
+    bus = EventBus([seen.append])
+    run = RunProgress(4, 1)
+    _produce(run, 10, 80, 1.1)
+    _produce(run, 20, 160, 1.2)
+    bus.publish(OperatorStarted(4, "X", 1, time=1.0), run)
+
+    def batches():
+        return [e for e in seen if isinstance(e, BatchProduced)]
+
+    assert _wait_for(lambda: len(batches()) == 1)  # nothing else moves: a tick reports it
+    _produce(run, 5, 40, 1.3)
+    assert _wait_for(lambda: len(batches()) == 2)
+    bus.publish(OperatorFinished(4, "X", 1, 35, 0.4, time=1.4), run)  # nothing new: no event
+    bus.close()
+    assert [(e.rows, e.bytes, e.batches, e.time) for e in batches()] == [
+        (30, 240, 2, 1.1), (5, 40, 1, 1.3)]
+    assert isinstance(seen[-1], OperatorFinished)
+
+
+def test_a_fast_observer_gets_lifecycle_events_as_published():
     seen = []
     with EventBus([seen.append]) as bus:
         for i in range(200):
-            bus.publish(OperatorStarted(i, "X", 0))
-            bus.publish(BatchProduced(i, 0, i, 8))
-            bus.publish(OperatorFinished(i, "X", 0, i, 0.0))
+            run = RunProgress(i, 0)
+            bus.publish(OperatorStarted(i, "X", 0), run)
+            _produce(run, i + 1, 8, 0.0)
+            bus.publish(OperatorFinished(i, "X", 0, i + 1, 0.0), run)
     assert [type(e) for e in seen[:3]] == [OperatorStarted, BatchProduced, OperatorFinished]
     assert [e.operator_id for e in seen if isinstance(e, OperatorFinished)] == list(range(200))
-    assert sum(e.rows for e in seen if isinstance(e, BatchProduced)) == sum(range(200))
+    assert sum(e.rows for e in seen if isinstance(e, BatchProduced)) == sum(range(1, 201))
+
+
+def test_synchronous_bus_reports_a_runs_batches_before_its_finish():
+    seen = []
+    bus = EventBus([seen.append], synchronous=True)
+    run = RunProgress(1, 0)
+    bus.publish(OperatorStarted(1, "X", 0), run)
+    _produce(run, 3, 24, 1.0)
+    _produce(run, 4, 32, 2.0)
+    bus.publish(OperatorFinished(1, "X", 0, 7, 0.1), run)
+    bus.close()
+    assert [type(e) for e in seen] == [OperatorStarted, BatchProduced, OperatorFinished]
+    assert (seen[1].rows, seen[1].bytes, seen[1].batches, seen[1].time) == (7, 56, 2, 1.0)
 
 
 def test_synchronous_bus_calls_observers_on_the_publishing_thread():
@@ -140,7 +202,13 @@ def test_synchronous_bus_calls_observers_on_the_publishing_thread():
     bus.close()
 
 
-def test_no_observer_starts_no_thread_and_is_inactive():
+def test_no_observer_starts_no_thread_and_counts_no_progress(monkeypatch):
+    import plansight.engine.physical.plan as plan_module
+
+    def no_progress(*args):
+        raise AssertionError("progress counted without an observer")
+
+    monkeypatch.setattr(plan_module, "RunProgress", no_progress)
     before = set(threading.enumerate())
     bus = EventBus()
     assert not bus.active
@@ -171,8 +239,8 @@ def test_a_blocked_observer_does_not_stall_the_query_and_gets_coalesced_batches(
     slow_batches = [e for e in gate.events if isinstance(e, BatchProduced)]
     runs = Counter((e.operator_id, e.partition) for e in gate.events
                    if isinstance(e, OperatorStarted))
-    # ... the slow observer got at most two per run: one in the round it was handed before
-    # it blocked, one summing everything published while it was blocked
+    # ... the slow observer got at most two per run: one from a tick before it blocked, one
+    # (at the run's finish) counting every batch since
     assert len(slow_batches) <= 2 * sum(runs.values())
     for operator_id, totals in metrics.items():  # and nothing was lost
         mine = [e for e in slow_batches if e.operator_id == operator_id]
@@ -183,6 +251,117 @@ def test_a_blocked_observer_does_not_stall_the_query_and_gets_coalesced_batches(
     assert _lifecycle(gate.events) == _lifecycle(fast.events)
     assert isinstance(gate.events[0], QueryStarted) and gate.events[-1] == fast.events[-1]
     assert sum(runs.values()) == sum(isinstance(e, OperatorFinished) for e in gate.events)
+
+
+class _WaitingSource(MemorySource):
+    """Stops after its first batch until the observer has seen a BatchProduced: the query
+    can only finish if progress is delivered while it runs."""
+
+    def __init__(self, table: pa.Table):
+        super().__init__(table)
+        self.progress_seen = threading.Event()
+        self.waited: list[bool] = []
+
+    def read(self, unit, columns, batch_size):
+        for i, batch in enumerate(super().read(unit, columns, batch_size)):
+            yield batch
+            if i == 0:
+                self.waited.append(self.progress_seen.wait(30))
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_an_observer_sees_batches_while_the_query_runs(partitions):
+    session = ps.Session(target_partitions=partitions, batch_size=100)
+    source = _WaitingSource(pa.table({"v": list(range(20_000))}))
+    session.register("t", source)
+    seen = []
+
+    def observer(event):
+        seen.append(event)
+        if isinstance(event, BatchProduced):
+            source.progress_seen.set()
+
+    run = session.sql("SELECT v * 2 AS w FROM t WHERE v % 2 = 0").execute(observer=observer)
+    assert run.result.num_rows == 10_000
+    assert source.waited and all(source.waited)  # progress arrived before the scan went on
+    first = next(i for i, e in enumerate(seen) if isinstance(e, BatchProduced))
+    assert first < min(i for i, e in enumerate(seen) if isinstance(e, OperatorFinished))
+    assert isinstance(seen[-1], QueryFinished)
+
+
+def test_the_engine_publishes_no_per_batch_events(monkeypatch):
+    published = []
+    put = _Delivery.put
+    monkeypatch.setattr(_Delivery, "put", lambda self, item: (published.append(item),
+                                                              put(self, item)))
+    recorder = Finished()
+    run = _session(rows=60_000, batch_size=100, partitions=2).sql(
+        "SELECT k, v + 1 AS w FROM t WHERE v % 3 <> 0").execute(observer=recorder)
+    metrics = run.ctx.metrics.snapshot()
+    batches = sum(totals["output_batches"] for totals in metrics.values())
+    assert batches > 1000
+    # everything that went through the queue is a lifecycle or reservation event ...
+    assert not any(isinstance(item, BatchProduced) for item in published)
+    delivered = [e for e in recorder.events if not isinstance(e, BatchProduced)]
+    assert len(published) == len(delivered) + run.ctx.events.coalesced < batches / 10
+    # ... yet the observer got every batch
+    assert sum(e.batches for e in recorder.events if isinstance(e, BatchProduced)) == batches
+
+
+def _check_batches_match_metrics(events: list, run) -> None:
+    """Per operator, the BatchProduced sums equal the metrics; each lies inside its run."""
+    metrics = run.ctx.metrics.snapshot()
+    for operator_id, totals in metrics.items():
+        mine = [e for e in events if isinstance(e, BatchProduced) and e.operator_id == operator_id]
+        assert sum(e.rows for e in mine) == totals["output_rows"]
+        assert sum(e.batches for e in mine) == totals["output_batches"]
+        assert all(e.batches >= 1 and e.rows >= e.batches for e in mine)
+    open_runs: Counter = Counter()
+    for event in events:
+        if isinstance(event, OperatorStarted):
+            open_runs[(event.operator_id, event.partition)] += 1
+        elif isinstance(event, OperatorFinished):
+            open_runs[(event.operator_id, event.partition)] -= 1
+        elif isinstance(event, BatchProduced):
+            assert open_runs[(event.operator_id, event.partition)] > 0
+    # the timeline (which orders by time) puts every batch inside its span
+    spans = build_timeline(events).spans
+    for operator_id, totals in metrics.items():
+        assert sum(s.batches for s in spans if s.operator_id == operator_id) == \
+            totals["output_batches"]
+
+
+@pytest.mark.parametrize(("batch_size", "partitions"), [(1, 1), (3, 2), (7, 3), (8192, 8)])
+def test_batch_totals_equal_the_operator_metrics_exactly(batch_size, partitions):
+    session = _session(rows=3_000 if batch_size < 8 else 60_000, batch_size=batch_size,
+                       partitions=partitions)
+    recorder = Finished()
+    run = session.sql("SELECT k, count(*) AS n, sum(v) AS s FROM t WHERE v % 5 <> 1 "
+                      "GROUP BY k ORDER BY k").execute(observer=recorder)
+    assert run.result.num_rows == 7
+    _check_batches_match_metrics(recorder.events, run)
+    root = [e for e in recorder.events
+            if isinstance(e, BatchProduced) and e.operator_id == run.plan.operator_id]
+    assert sum(e.rows for e in root) == 7
+
+
+def test_an_observer_raising_on_a_batch_is_reported_not_fatal():
+    session = _session(rows=20_000, batch_size=100)
+    calls, recorder = [], Finished()
+
+    def broken(event):
+        calls.append(event)
+        if getattr(event, "batches", 0):  # a BatchProduced
+            raise RuntimeError("bad batch")
+
+    with pytest.warns(RuntimeWarning, match="bad batch.*detached"):
+        run = session.sql("SELECT k, v FROM t WHERE k > 2").execute(observer=[broken, recorder])
+    assert run.result.num_rows == sum(1 for i in range(20_000) if i % 7 > 2)
+    assert sum(isinstance(e, BatchProduced) for e in calls) == 1
+    assert isinstance(calls[-1], BatchProduced) and not run.ctx.events.active
+    assert isinstance(recorder.events[-1], QueryFinished)
+    _check_batches_match_metrics(recorder.events, run)
+    assert [type(e) for e in run.ctx.events.errors] == [RuntimeError]
 
 
 def test_every_event_is_delivered_before_execute_returns():
