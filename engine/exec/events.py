@@ -7,8 +7,8 @@ The contract (what observers, widgets and the profiler may rely on):
   observer delays only itself; a raising one is reported once (a ``RuntimeWarning`` on the
   query's thread, ``bus.errors``) and detached, never fatal to the query.
 - **No per-batch events.** Operators only bump counters: per run of an operator partition,
-  a ``RunProgress`` whose ``counts`` (rows, batches, bytes, time) their thread replaces after
-  each batch. Each delivery thread *synthesizes* ``BatchProduced`` from those counters: every
+  a ``RunProgress`` whose ``counts`` (rows, batches, time, the batch) their thread replaces
+  after each batch. Each delivery thread *synthesizes* ``BatchProduced`` from those counters: every
   ``TICK`` (20 ms) for each run that moved since the last tick, and once more just before the
   run's ``OperatorFinished``. An event counts the batches since the previous one of its run
   (``batches`` >= 1), so observers see progress while the query runs, and the rows, batches
@@ -93,11 +93,11 @@ class OperatorFinished(Event):
 class BatchProduced(Event):
     """Output of one operator partition run since its previous ``BatchProduced``: ``batches``
     batches of ``rows`` rows in total. Synthesized by the bus from the run's counters, never
-    published by the engine. ``bytes`` are Arrow bytes (``nbytes``), measured on one batch in
-    16 of a stream and estimated from the measured bytes per row in between (exact for
-    fixed-width columns without nulls). ``time`` is when the run's first batch came out for
-    its first event, when the latest batch it counts came out for the others: always within
-    the run's span."""
+    published by the engine. ``bytes`` are Arrow bytes: ``nbytes`` of the latest batch is
+    measured for each event, and ``rows`` times the bytes per row measured so far in the run
+    is reported (exact for fixed-width columns without nulls). ``time`` is when the run's
+    first batch came out for its first event, when the latest batch it counts came out for
+    the others: always within the run's span."""
 
     operator_id: int
     partition: int
@@ -146,34 +146,43 @@ class RepartitionOutput(Event):
 class RunProgress:
     """What one run of an operator partition has produced so far.
 
-    Its engine thread replaces ``counts`` -- (rows, batches, bytes, time of the latest batch)
-    -- after each batch: one attribute store of a new tuple, so a delivery thread reading it
-    at any moment sees one consistent state, never the rows of one batch with the count of
-    another. ``first`` (when the first batch came out) is set before the first ``counts``.
+    Its engine thread replaces ``counts`` -- (rows, batches, time of the latest batch, the
+    latest batch) -- after each batch: one attribute store of a new tuple, so a delivery
+    thread reading it at any moment sees one consistent state, never the rows of one batch
+    with the count of another. ``first`` (when the first batch came out) is set before the
+    first ``counts``. Bytes are measured here, on the delivery thread: ``nbytes`` releases
+    the GIL, and on an engine thread every release lets another engine thread take it.
     """
 
     __slots__ = ("counts", "first", "operator_id", "partition")
 
     def __init__(self, operator_id: int, partition: int):
         self.operator_id, self.partition = operator_id, partition
-        self.counts: tuple[int, int, int, float] = (0, 0, 0, 0.0)
+        self.counts: tuple = (0, 0, 0.0, None)
         self.first: float | None = None
 
-    def since(self, delivered: tuple[int, int, int]) -> tuple[BatchProduced | None,
-                                                              tuple[int, int, int]]:
-        """The ``BatchProduced`` for what came out after ``delivered`` (None: nothing did),
-        and the new delivered totals."""
-        rows, batches, size, last = self.counts
-        if batches == delivered[1]:
+    def since(self, delivered: tuple[int, int, int, int]) -> tuple[BatchProduced | None,
+                                                                   tuple[int, int, int, int]]:
+        """The ``BatchProduced`` for what came out after ``delivered`` -- (rows, batches,
+        sampled rows, sampled bytes) -- or None when nothing did, and the new ``delivered``.
+        The latest batch is measured; the event's bytes are its rows at the bytes per row
+        measured so far in the run."""
+        rows, batches, last, batch = self.counts
+        delivered_rows, delivered_batches, sampled_rows, sampled_bytes = delivered
+        if batches == delivered_batches:
             return None, delivered
-        event = BatchProduced(self.operator_id, self.partition, rows - delivered[0],
-                              size - delivered[2], batches - delivered[1],
-                              time=self.first if delivered[1] == 0 else last)
-        return event, (rows, batches, size)
+        sampled_rows += batch.num_rows
+        sampled_bytes += batch.nbytes
+        new_rows = rows - delivered_rows
+        event = BatchProduced(self.operator_id, self.partition, new_rows,
+                              new_rows * sampled_bytes // max(sampled_rows, 1),
+                              batches - delivered_batches,
+                              time=self.first if delivered_batches == 0 else last)
+        return event, (rows, batches, sampled_rows, sampled_bytes)
 
 
 _RESERVATIONS = object()  # where the pending reservation changes are delivered
-_NOTHING = (0, 0, 0)  # a run's delivered totals before its first BatchProduced
+_NOTHING = (0, 0, 0, 0)  # what a run has delivered before its first BatchProduced
 TICK = 0.02  # seconds between a delivery thread's rounds while runs are live
 MAX_INCOMING = 1024  # unmerged events an observer may lag by before publishers merge them
 
@@ -195,7 +204,7 @@ class _Delivery:
         self._incoming: deque = deque()  # events, and (event, RunProgress) for runs
         self._lock = threading.Lock()  # guards pending, live, reservations and the counter
         self._pending: list = []
-        self._live: dict[RunProgress, tuple[int, int, int]] = {}  # run -> delivered totals
+        self._live: dict[RunProgress, tuple[int, int, int, int]] = {}  # run -> delivered
         self._reservations: dict[str, ReservationChanged] = {}  # in order of last change
         self._wakeup, self._finished = threading.Event(), threading.Event()
         self._waiting = self._closing = self._stopped = False
@@ -351,13 +360,16 @@ class EventBus:
     uses that must act within the event; a slow synchronous observer slows the query.
 
     Example:
+        >>> import pyarrow as pa
         >>> seen = []
         >>> with EventBus([seen.append]) as bus:
         ...     run = RunProgress(operator_id=1, partition=0)
         ...     bus.publish(OperatorStarted(1, "ScanExec", 0), run)
-        ...     for batches, rows in enumerate((10, 30, 60), start=1):
+        ...     rows = 0
+        ...     for batches, size in enumerate((10, 20, 30), start=1):
+        ...         rows += size
         ...         run.first = run.first or 1.0
-        ...         run.counts = (rows, batches, 8 * rows, 1.0)
+        ...         run.counts = (rows, batches, 1.0, pa.record_batch({"x": [0] * size}))
         ...     bus.publish(OperatorFinished(1, "ScanExec", 0, rows=60, elapsed=0.1), run)
         >>> batches = [e for e in seen if isinstance(e, BatchProduced)]
         >>> sum(e.rows for e in batches), sum(e.batches for e in batches)

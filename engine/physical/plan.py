@@ -21,7 +21,6 @@ from plansight.engine.logical.expr import Expr, SortKey
 from plansight.engine.physical.equivalence import NONE, Equivalences
 
 _operator_ids = itertools.count(1)
-BYTES_SAMPLE_EVERY = 16  # BatchProduced.bytes: measured on one batch in this many
 
 
 # ----------------------------------------------------------------------------- distribution
@@ -180,7 +179,7 @@ class ExecutionPlan:
             bus.publish(OperatorStarted(self.operator_id, self.name, partition), run)
         inner = self._execute(partition, ctx)
         pull = inner.__next__
-        rows = batches = output_bytes = sampled_rows = sampled_bytes = 0
+        rows = batches = 0
         try:
             while True:
                 if cancelled():
@@ -200,19 +199,10 @@ class ExecutionPlan:
                 batches += 1
                 values["output_rows"] += num_rows
                 values["output_batches"] += 1
-                if observed:
-                    # nbytes costs more than the rest: measure every BYTES_SAMPLE_EVERY-th
-                    # batch, estimate the others from the measured bytes per row
-                    if (batches - 1) % BYTES_SAMPLE_EVERY == 0 or not sampled_rows:
-                        size = batch.nbytes
-                        sampled_rows += num_rows
-                        sampled_bytes += size
-                    else:
-                        size = num_rows * sampled_bytes // sampled_rows
-                    output_bytes += size
+                if observed:  # bytes: measured by the bus, off this thread (see RunProgress)
                     if batches == 1:
                         run.first = now
-                    run.counts = (rows, batches, output_bytes, now)
+                    run.counts = (rows, batches, now, batch)
                 yield batch
         finally:
             inner.close()

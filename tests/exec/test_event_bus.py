@@ -82,12 +82,14 @@ def _session(rows: int = 60_000, batch_size: int = 100, partitions: int = 2) -> 
 
 # -- the bus alone: synthesis and coalescing rules, exactly ------------------------------------
 
-def _produce(run: RunProgress, rows: int, size: int, time: float) -> None:
-    """What an operator's engine thread does per batch: replace the run's counters."""
-    total_rows, batches, total_bytes, _ = run.counts
+def _produce(run: RunProgress, rows: int, time: float) -> None:
+    """What an operator's engine thread does per batch: replace the run's counters (the
+    batch: one int64 column without nulls, 8 bytes a row)."""
+    total_rows, batches, _, _ = run.counts
     if batches == 0:
         run.first = time
-    run.counts = (total_rows + rows, batches + 1, total_bytes + size, time)
+    batch = pa.record_batch({"x": pa.array(range(rows), pa.int64())})
+    run.counts = (total_rows + rows, batches + 1, time, batch)
 
 
 def test_a_lagging_observer_gets_each_runs_batches_at_once_and_the_latest_reservations():
@@ -103,18 +105,18 @@ def test_a_lagging_observer_gets_each_runs_batches_at_once_and_the_latest_reserv
         bus.publish(event, run)
 
     publish(OperatorStarted(1, "A", 0, time=1.0), first)
-    _produce(first, 10, 100, 1.1)
+    _produce(first, 10, 1.1)
     publish(ReservationChanged("A[0]", 100, 100, 100, time=1.15))
     publish(OperatorStarted(2, "B", 0, time=1.18), other)
-    _produce(other, 1, 8, 1.2)
-    _produce(first, 20, 200, 1.3)
+    _produce(other, 1, 1.2)
+    _produce(first, 20, 1.3)
     publish(SpillWritten("A", 30, 64, "f1", operator_id=1, time=1.35))
     publish(ReservationChanged("B[0]", 50, 150, 150, time=1.4))
     publish(ReservationChanged("A[0]", 0, 50, 150, time=1.45))
-    _produce(first, 30, 300, 1.5)
+    _produce(first, 30, 1.5)
     publish(OperatorFinished(1, "A", 0, 60, 0.5, time=1.6), first)
     publish(OperatorStarted(1, "A", 0, time=1.7), again)  # the same partition runs again
-    _produce(again, 5, 50, 1.8)
+    _produce(again, 5, 1.8)
     publish(OperatorFinished(1, "A", 0, 5, 0.1, time=1.9), again)
     publish(QueryFinished(65, time=2.0))  # ``other`` never finished: close() flushes it
     assert len(gate.events) == 1  # publishing did not wait for the observer
@@ -125,7 +127,7 @@ def test_a_lagging_observer_gets_each_runs_batches_at_once_and_the_latest_reserv
     batches = [e for e in delivered if isinstance(e, BatchProduced)]
     # one per run, counted apart, each time its first batch's
     assert [(e.operator_id, e.rows, e.bytes, e.batches, e.time) for e in batches] == [
-        (1, 60, 600, 3, 1.1), (1, 5, 50, 1, 1.8), (2, 1, 8, 1, 1.2)]
+        (1, 60, 480, 3, 1.1), (1, 5, 40, 1, 1.8), (2, 1, 8, 1, 1.2)]
     # a run's batches come before its finish
     assert delivered.index(batches[0]) < delivered.index(published[6]) \
         < delivered.index(batches[1]) < delivered.index(published[8])
@@ -149,15 +151,15 @@ def test_a_live_run_is_reported_while_it_runs_batches_since_the_last_event():
     seen = []
     bus = EventBus([seen.append])
     run = RunProgress(4, 1)
-    _produce(run, 10, 80, 1.1)
-    _produce(run, 20, 160, 1.2)
+    _produce(run, 10, 1.1)
+    _produce(run, 20, 1.2)
     bus.publish(OperatorStarted(4, "X", 1, time=1.0), run)
 
     def batches():
         return [e for e in seen if isinstance(e, BatchProduced)]
 
     assert _wait_for(lambda: len(batches()) == 1)  # nothing else moves: a tick reports it
-    _produce(run, 5, 40, 1.3)
+    _produce(run, 5, 1.3)
     assert _wait_for(lambda: len(batches()) == 2)
     bus.publish(OperatorFinished(4, "X", 1, 35, 0.4, time=1.4), run)  # nothing new: no event
     bus.close()
@@ -172,7 +174,7 @@ def test_a_fast_observer_gets_lifecycle_events_as_published():
         for i in range(200):
             run = RunProgress(i, 0)
             bus.publish(OperatorStarted(i, "X", 0), run)
-            _produce(run, i + 1, 8, 0.0)
+            _produce(run, i + 1, 0.0)
             bus.publish(OperatorFinished(i, "X", 0, i + 1, 0.0), run)
     assert [type(e) for e in seen[:3]] == [OperatorStarted, BatchProduced, OperatorFinished]
     assert [e.operator_id for e in seen if isinstance(e, OperatorFinished)] == list(range(200))
@@ -184,8 +186,8 @@ def test_synchronous_bus_reports_a_runs_batches_before_its_finish():
     bus = EventBus([seen.append], synchronous=True)
     run = RunProgress(1, 0)
     bus.publish(OperatorStarted(1, "X", 0), run)
-    _produce(run, 3, 24, 1.0)
-    _produce(run, 4, 32, 2.0)
+    _produce(run, 3, 1.0)
+    _produce(run, 4, 2.0)
     bus.publish(OperatorFinished(1, "X", 0, 7, 0.1), run)
     bus.close()
     assert [type(e) for e in seen] == [OperatorStarted, BatchProduced, OperatorFinished]
@@ -462,9 +464,8 @@ def test_cancel_stops_a_flush_that_waits_for_a_stuck_observer():
 
 
 def test_batch_bytes_are_measured_or_estimated_exactly_for_fixed_width_columns():
-    """nbytes is measured on one batch in BYTES_SAMPLE_EVERY; between, bytes per row."""
+    """nbytes is measured on the latest batch of each event; its rows at bytes per row."""
     import numpy as np
-    from plansight.engine.physical.plan import BYTES_SAMPLE_EVERY
 
     session = ps.Session(target_partitions=1, batch_size=37)
     session.register("t", pa.table({"k": np.arange(5_000), "v": np.arange(5_000) * 0.5}))
@@ -472,5 +473,5 @@ def test_batch_bytes_are_measured_or_estimated_exactly_for_fixed_width_columns()
     run = session.sql("SELECT k, v FROM t WHERE v > 10").execute(observer=recorder)
     root = [e for e in recorder.events
             if isinstance(e, BatchProduced) and e.operator_id == run.plan.operator_id]
-    assert sum(e.batches for e in root) > 3 * BYTES_SAMPLE_EVERY
+    assert sum(e.batches for e in root) > 50
     assert sum(e.bytes for e in root) == sum(b.nbytes for b in run.result.to_batches()) > 0
