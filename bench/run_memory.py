@@ -9,9 +9,10 @@ it, the pool's peak reservation, and spill count and bytes.
 
 Then the event bus (its own report, ``--bus-output``): queries on the smallest input, with no
 observer and with one observer that counts events, interleaved ``--bus-repeat`` times in one
-worker; overhead is the ratio of the medians, minus one. Besides the spilling sort (few, large
-batches), a filter at batch sizes 8192 and 1024 publishes events as fast as the engine makes
-batches.
+worker; overhead in process CPU time (robust to a loaded machine) and wall time, as the ratio
+of the medians and as the median of back-to-back pairs. Besides the spilling sort (few, large
+batches), a filter at batch sizes 8192 and 1024: as many batches per second as the engine
+makes, the case where per-batch bookkeeping shows most.
 
 Usage:
     python bench/run_memory.py                         # limit 16MB, inputs 5x and 20x, all
@@ -22,6 +23,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -162,45 +164,30 @@ def _bus(message: dict[str, Any]) -> dict[str, Any]:
         session.set_option("batch_size", batch_size)
     query = session.sql(sql)
     session.set_option("batch_size", default_batch_size)
-    delivered = [0]
+    delivered = {"events": 0, "batch_events": 0}
 
     def observer(event) -> None:
-        delivered[0] += 1
+        delivered["events"] += 1
+        if type(event).__name__ == "BatchProduced":
+            delivered["batch_events"] += 1
 
     times: dict[str, list[float]] = {"none": [], "one": []}
     cpu: dict[str, list[float]] = {"none": [], "one": []}
-    published = 0
     _stream(query, None)  # warm-up
     variants = [("none", None), ("one", observer)]
+    batches = 0
     for i in range(message["repeat"]):
+        # alternate which variant goes first: load from other processes hits both alike
         for name, chosen in variants[::1 if i % 2 else -1]:
             start, start_cpu = time.perf_counter(), time.process_time()
             _, ctx = _stream(query, chosen)
             times[name].append(time.perf_counter() - start)
             cpu[name].append(time.process_time() - start_cpu)
-            published += ctx.events.coalesced
-    published += delivered[0]
-    return {"times": times, "cpu": cpu, "published": published // message["repeat"],
-            "delivered": delivered[0] // message["repeat"], **_event_cost(observer)}
-
-
-def _event_cost(observer, count: int = 200_000) -> dict[str, float]:
-    """The cost of one event away from a query's noise: publishing (what an engine thread
-    pays), and all CPU including delivery, for BatchProduced over 8 operator partitions;
-    the synchronous bus (the observer called inline) for comparison."""
-    from plansight.engine.exec.events import BatchProduced, EventBus
-
-    events = [BatchProduced(i % 4, i % 2, 65536, 1 << 20) for i in range(8)]
-    cost = {}
-    for name, synchronous in (("publish", False), ("sync", True)):
-        bus = EventBus([observer], synchronous=synchronous)
-        start, start_cpu = time.perf_counter(), time.process_time()
-        for i in range(count):
-            bus.publish(events[i & 7])
-        cost[name] = (time.perf_counter() - start) / count
-        bus.close()
-        cost[f"{name}_cpu"] = (time.process_time() - start_cpu) / count
-    return cost
+        batches = int(sum(t.get("output_batches", 0) for t in ctx.metrics.snapshot().values()))
+    repeat = message["repeat"]
+    return {"times": times, "cpu": cpu, "batches": batches,
+            "delivered": delivered["events"] // repeat,
+            "batch_events": delivered["batch_events"] // repeat}
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -239,6 +226,13 @@ def measure(args: argparse.Namespace, limit: int) -> tuple[list[list[str]], list
     return rows, failures
 
 
+def _overheads(none: list[float], one: list[float]) -> tuple[float, float]:
+    """The ratio of the medians and the median of the per-repeat ratios (each pair ran back
+    to back, so it shares the machine's load of that moment), both minus one."""
+    paired = median([b / a for a, b in zip(none, one)])
+    return median(one) / median(none) - 1, paired - 1
+
+
 def bus_overhead(args: argparse.Namespace, limit: int) -> list[list[str]]:
     rows = []
     path = table_path(min(args.sizes) * limit)
@@ -248,16 +242,16 @@ def bus_overhead(args: argparse.Namespace, limit: int) -> list[list[str]]:
             reply = worker.call({"cmd": "bus", "query": query, "repeat": args.bus_repeat},
                                 args.timeout * args.bus_repeat)
             worker.close()
-        none, one = median(reply["times"]["none"]), median(reply["times"]["one"])
-        cpu_none, cpu_one = median(reply["cpu"]["none"]), median(reply["cpu"]["one"])
-        label = "limit" if pool_limit else "no limit"
-        rows.append([f"{query}, {min(args.sizes)}× ({label})", f"{none:.3f}", f"{one:.3f}",
-                     f"{(one / none - 1) * 100:+.1f}%", f"{cpu_none:.3f}", f"{cpu_one:.3f}",
-                     f"{(cpu_one / cpu_none - 1) * 100:+.1f}%", f"{reply['published']:,}",
-                     f"{reply['delivered']:,}", f"{reply['publish'] * 1e6:.2f}",
-                     f"{reply['publish_cpu'] * 1e6:.2f}", f"{reply['sync'] * 1e6:.2f}",
-                     f"{reply['published'] * reply['publish_cpu'] / cpu_none * 100:.2f}%"])
-        print(" | ".join(rows[-1]), file=sys.stderr)
+        cells = [f"{query}, {min(args.sizes)}× ({'limit' if pool_limit else 'no limit'})"]
+        for kind in ("cpu", "times"):
+            none, one = reply[kind]["none"], reply[kind]["one"]
+            of_medians, paired = _overheads(none, one)
+            cells += [f"{median(none):.3f}", f"{median(one):.3f}", f"{of_medians * 100:+.1f}%",
+                      f"{paired * 100:+.1f}%"]
+        cells += [f"{reply['batches']:,}", f"{reply['batch_events']:,}",
+                  f"{reply['delivered']:,}"]
+        rows.append(cells)
+        print(" | ".join(cells), file=sys.stderr)
     return rows
 
 
@@ -269,23 +263,23 @@ def bus_report(args: argparse.Namespace, rows: list[list[str]], command: list[st
         "",
         (f"Input {min(args.sizes)}× the {args.limit} limit (Parquet), "
          f"target_partitions={args.partitions}; {args.bus_repeat} runs of each variant "
-         "interleaved in one worker, medians. The observer counts events on the bus's "
-         "delivery thread; the engine threads only make events and append them to a queue. "
-         "CPU is the process's, all threads, the delivery thread included. *published* "
-         "events per run, of which *delivered* after coalescing (the delivery thread hands "
-         "over what gathered every 20 ms, batches summed per operator partition). The cost "
-         "columns time 200,000 BatchProduced alone: *publish µs* on the publishing thread, "
-         "*CPU µs* all threads with delivery, *sync µs* the synchronous bus (observer "
-         "inline) for comparison; the last column is published × CPU µs over the run's CPU "
-         "without observer. What the bus itself costs is that column; the rest of an "
-         "overhead is the engine making the events (a dataclass and, on one batch in 16, "
-         "nbytes, per operator per batch), which matters only for batches with little work "
-         "each, as in the filter at 1024 rows."),
+         "interleaved in one worker (which goes first alternates). CPU is "
+         "`time.process_time()` of the worker: all its threads, the observer's delivery "
+         "thread included, and unlike wall time it hardly moves when other processes load "
+         "the machine. *overhead* is the ratio of the medians; *paired* the median of the "
+         "per-repeat ratios (the two variants of a repeat ran back to back). The observer "
+         "counts events on its delivery thread. *batches*: batches all operators produced "
+         "per run; the engine makes no event for them, only counts; the delivery thread "
+         "synthesizes *BatchProduced* from the counts every 20 ms and at each operator "
+         "partition's finish; *delivered*: all events the observer got per run."),
         "",
-        markdown_table(["query", "wall: none s", "one observer s", "overhead",
-                        "CPU: none s", "one observer s", "overhead", "published",
-                        "delivered", "publish µs", "CPU µs", "sync µs",
-                        "events × µs / CPU"], rows),
+        markdown_table(["query", "CPU: none s", "one observer s", "overhead", "paired",
+                        "wall: none s", "one observer s", "overhead", "paired", "batches",
+                        "BatchProduced", "delivered"], rows),
+        "",
+        "Load average (1, 5, 15 min) when the runs ended: "
+        + ", ".join(f"{load:.1f}" for load in os.getloadavg())
+        + f" on {os.cpu_count()} CPUs (other processes share the machine: trust CPU over wall).",
         "",
         "## Environment",
         "",
