@@ -7,10 +7,12 @@ aggregates and windows, merge partitions instead of re-sorting them and stop a t
     Session.register_parquet("t", path, sorted_by="a")      # every file is sorted so
     Session.register_parquet("t", path)                      # Parquet `sorting_columns`
 
-A *declared* order is trusted, like DataFusion's ``WITH ORDER``: rows that are not really
-sorted so give wrong results (a sort skipped, a top-k stopped too early). For Parquet files it
-is checked against row-group statistics, which catch a file whose row groups are out of order
-on the first key (or whose NULLs sit on the wrong side), not disorder inside a row group.
+A *declared* order is checked as far as that is cheap, otherwise trusted like DataFusion's
+``WITH ORDER``: an in-memory table is checked row by row (one vectorized pass over adjacent
+rows per key); Parquet files against row-group statistics, which catch a file whose row
+groups are out of order on the first key (or whose NULLs sit on the wrong side), not disorder
+inside a row group. Rows that are not really sorted as declared give wrong results (a sort
+skipped, a top-k stopped too early).
 
 Parquet's ``sorting_columns`` metadata describes each *row group*, not the file: two row groups
 are only known to follow each other when their statistics prove it (see
@@ -25,7 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from plansight.errors import PlanError, did_you_mean
 
@@ -162,3 +166,38 @@ def stats_disprove_order(key: SourceSortKey, first, second) -> str | None:
     if key.nulls_first and nulls2:
         return f"holds NULL {key.column} after non-NULL values (NULLS FIRST)"
     return None
+
+
+def first_unsorted_row(table: pa.Table, keys: Sequence[SourceSortKey]) -> int | None:
+    """The first row of ``table`` that sorts before the row above it under ``keys`` (None when
+    the table is sorted so). One vectorized pass over adjacent pairs per key column; a float
+    key is preceded by its NaN-ness (NaN sorts after every number, as in the sort)."""
+    rows = table.num_rows
+    if rows < 2:
+        return None
+    broken = np.zeros(rows - 1, dtype=bool)
+    undecided = np.ones(rows - 1, dtype=bool)  # pairs equal on the keys compared so far
+    for key in keys:
+        column = table.column(key.column)
+        parts = [pc.is_nan(column), column] if pa.types.is_floating(column.type) else [column]
+        for part in parts:
+            above, below = part.slice(0, rows - 1), part.slice(1)
+            smaller = _flags(pc.less(below, above))
+            larger = _flags(pc.greater(below, above))
+            before, after = (larger, smaller) if key.descending else (smaller, larger)
+            above_null = _flags(pc.is_null(above))
+            below_null = _flags(pc.is_null(below))
+            null_first = below_null & ~above_null  # the lower row NULL, the upper not
+            null_last = above_null & ~below_null
+            if key.nulls_first:
+                before, after = before | null_first, after | null_last
+            else:
+                before, after = before | null_last, after | null_first
+            broken |= undecided & before
+            undecided &= ~(before | after)
+    found = np.flatnonzero(broken)
+    return int(found[0]) + 1 if len(found) else None
+
+
+def _flags(values) -> np.ndarray:
+    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)

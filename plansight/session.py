@@ -142,8 +142,8 @@ class Session:
         """Register an Arrow table / RecordBatchReader or a pandas / polars DataFrame.
 
         ``sorted_by`` declares how the rows are already sorted (``["a", "b DESC NULLS
-        FIRST"]``): sorts on it are skipped and a top-k stops early. It is trusted, not
-        checked: rows not sorted so give wrong results.
+        FIRST"]``): sorts on it are skipped and a top-k stops early. It is checked (one
+        vectorized pass): rows not sorted so are a PlanError naming the first such row.
 
         Example:
             >>> import pyarrow as pa, plansight as ps

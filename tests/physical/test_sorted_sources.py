@@ -38,7 +38,12 @@ def _scan_line(plan: str) -> str:
     (['"A"'], "a ASC NULLS LAST"),  # names resolve case-insensitively when unambiguous
 ])
 def test_declared_order_is_shown_on_the_scan(spec, shown):
-    plan = _session(sorted_by=spec).sql("SELECT a, b FROM t").explain()
+    session = ps.Session(target_partitions=1)
+    table = _table()
+    if "DESC NULLS" in shown.split(",")[0]:
+        table = table.take(pa.array(range(N - 1, -1, -1)))
+    session.register("t", table, sorted_by=spec)
+    plan = session.sql("SELECT a, b FROM t").explain()
     assert f"output_ordering=[{shown}]" in _scan_line(plan)
 
 
@@ -58,6 +63,40 @@ def test_no_declaration_means_no_ordering():
 def test_bad_declarations_are_clear_errors(spec, message):
     with pytest.raises(PlanError, match=message):
         _session(sorted_by=spec)
+
+
+@pytest.mark.parametrize("values, spec, row", [
+    ([1, 2, 2, 1], "a", 3),
+    ([3, 2, 2, 5], "a DESC", 3),
+    ([1, None, 2], "a", 2),  # NULLS LAST: a value after a NULL
+    ([None, 1, None], "a NULLS FIRST", 2),
+    ([1.0, float("nan"), 2.0], "a", 2),  # NaN sorts after every number
+    (["x", "y", "b"], "a", 2),
+])
+def test_in_memory_declaration_is_checked(values, spec, row):
+    session = ps.Session(target_partitions=1)
+    with pytest.raises(PlanError, match=rf"does not hold: row {row} sorts before row {row - 1}"):
+        session.register("t", pa.table({"a": values}), sorted_by=spec)
+
+
+@pytest.mark.parametrize("columns, spec", [
+    ({"a": [1, 1, 2, None, None]}, "a"),
+    ({"a": [None, 3, 3, 1]}, "a DESC NULLS FIRST"),
+    ({"a": [1.0, 2.0, float("nan"), None]}, "a"),
+    ({"a": [1, 1, 2, 2], "b": [5, 3, 9, 9]}, ["a", "b DESC"]),
+    ({"a": [1, 1, 2, 2], "b": [5, 3, 9, 9]}, "a"),  # b free under a
+    ({"a": []}, "a"),
+])
+def test_in_memory_declaration_that_holds_is_accepted(columns, spec):
+    session = ps.Session(target_partitions=1)
+    session.register("t", pa.table(columns), sorted_by=spec)
+    assert "output_ordering" in session.sql("SELECT * FROM t").explain()
+
+
+def test_tie_broken_the_wrong_way_is_reported():
+    session = ps.Session(target_partitions=1)
+    with pytest.raises(PlanError, match="row 1 sorts before row 0"):
+        session.register("t", pa.table({"a": [1, 1], "b": [5, 3]}), sorted_by=["a", "b"])
 
 
 def test_unknown_column_error_suggests_the_close_name():
