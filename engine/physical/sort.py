@@ -249,22 +249,20 @@ def _equal_to(column: pa.Array, value: pa.Scalar) -> pa.Array:
 
 
 class _ExternalSort:
-    """The state of one partition's sort: the in-memory buffer and the spilled runs."""
+    """The state of one partition's sort: the in-memory buffer; the runs are ``SortedRuns``."""
 
     def __init__(self, plan: SortExec, partition: int, ctx):
         self.plan, self.ctx = plan, ctx
         self.metrics = ctx.metrics.for_partition(plan.operator_id, plan.name, partition)
         self.reservation = ctx.memory_pool.register(f"{plan.name}[{partition}]", can_spill=True)
-        self.merge_reservation = None
         self.batches: list[pa.RecordBatch] = []
-        self.runs: list[SpillFile] = []
-        self.spilled: list[SpillFile] = []  # every run written, deleted in close()
-        self.fan_in, self.run_batch_bytes = self._merge_shape(self._merge_budget())
+        self.runs = SortedRuns(ctx, plan.keys, plan.schema, self.metrics,
+                               f"{plan.name}[{partition}]", self._siblings())
         # a partition's buffer leaves room for its merge and its siblings' shares: a greedy
         # sibling must not starve the others' merges
         limit = ctx.memory_pool.limit
         self.buffer_cap = float("inf") if limit is None else \
-            max(1, limit // self._siblings() - self._merge_budget())
+            max(1, limit // self._siblings() - self.runs.merge_budget())
 
     def insert(self, batch: pa.RecordBatch) -> None:
         if self.reservation.size + batch.nbytes <= self.buffer_cap and \
@@ -273,16 +271,16 @@ class _ExternalSort:
             return
         # the pool said no: sort what is held, write it as a run, release its memory
         if self.batches:
-            self._spill(self.batches)
+            self.runs.spill(self.batches)
             self.batches = []
             self.reservation.resize(0)
-        self._reserve_merge_budget()
+        self.runs.reserve_merge_budget()
         if batch.nbytes <= self.buffer_cap and self._leaves_headroom(batch.nbytes) and \
                 self.reservation.try_grow(batch.nbytes):
             self.batches.append(batch)
         else:  # bigger than all the pool has left: a run of its own
-            self._spill([batch])
-            self._reserve_merge_budget()
+            self.runs.spill([batch])
+            self.runs.reserve_merge_budget()
 
     def _leaves_headroom(self, additional: int) -> bool:
         pool = self.ctx.memory_pool
@@ -293,9 +291,62 @@ class _ExternalSort:
         plan = self.plan
         return plan.input.output_partitioning().count if plan.preserve_partitioning else 1
 
-    def _merge_budget(self) -> int:
+    def _under_pressure(self) -> bool:
+        """Whether the pool is nearly full: whoever consumes this sort's output will need
+        memory too (a sibling's merge, a join build), so the sorted rows go to disk."""
+        pool = self.ctx.memory_pool
+        return pool.limit is not None and pool.limit - pool.reserved < pool.limit // 4
+
+    def finish(self):
+        batches, self.batches = self.batches, []
+        runs = self.runs
+        if batches and (self._under_pressure() or
+                        runs.runs and len(runs.runs) + 1 > runs.fan_in):
+            runs.spill(batches)
+            batches = []
+            self.reservation.resize(0)
+            runs.reserve_merge_budget()
+        if not runs.runs:
+            if batches:
+                for chunk in runs.sorted_chunks(batches, self.ctx.batch_size):
+                    yield from chunk.to_batches()
+            return
+        yield from runs.merged(batches)
+
+    def close(self) -> None:
+        self.metrics.set_max("peak_mem", self.reservation.peak + self.runs.merge_peak)
+        self.reservation.free()
+        self.runs.close()
+
+
+class SortedRuns:
+    """Sorted runs spilled to disk and their k-way merge: the external sort's machinery.
+
+    Shared by SortExec (runs of input rows) and AggregateExec (runs of group states sorted
+    by the group keys). ``spill`` sorts batches and writes them as one run; ``merged`` yields
+    every run and the in-memory rest as one sorted stream, merging in levels of ``fan_in``
+    runs first when there are more. The merge's memory (``merge_budget``: a quarter of the
+    limit split among ``siblings`` partitions) is reserved from the first spill on, under
+    ``<consumer>(merge)``, and runs are written in batches small enough for ``fan_in`` of
+    them to merge inside it. Runs are merged stably, in the order written.
+    """
+
+    def __init__(self, ctx, keys: list[SortKey], schema: pa.Schema, metrics, consumer: str,
+                 siblings: int = 1):
+        self.ctx, self.keys, self.schema, self.metrics = ctx, list(keys), schema, metrics
+        self.consumer, self.siblings = consumer, max(1, siblings)
+        self.merge_reservation = None
+        self.runs: list[SpillFile] = []
+        self.spilled: list[SpillFile] = []  # every run written, deleted in close()
+        self.fan_in, self.run_batch_bytes = self._merge_shape(self.merge_budget())
+
+    def merge_budget(self) -> int:
         limit = self.ctx.memory_pool.limit or 0
-        return max(16 * 1024, limit // (MERGE_SHARE * self._siblings()))
+        return max(16 * 1024, limit // (MERGE_SHARE * self.siblings))
+
+    @property
+    def merge_peak(self) -> int:
+        return self.merge_reservation.peak if self.merge_reservation is not None else 0
 
     @staticmethod
     def _merge_shape(budget: int) -> tuple[int, int]:
@@ -304,25 +355,24 @@ class _ExternalSort:
         fan_in = max(2, min(FAN_IN, budget // (4 * MIN_RUN_BATCH_BYTES)))
         return fan_in, max(4096, budget // (4 * fan_in))
 
-    def _reserve_merge_budget(self) -> None:
+    def reserve_merge_budget(self) -> None:
         """Hold the merge's memory from the first spill on, so the merge is not starved later.
 
         Topped up after every spill (a spill frees memory) while siblings hold the pool.
         """
         if self.merge_reservation is None:
-            self.merge_reservation = self.ctx.memory_pool.register(
-                f"{self.plan.name}[{self.metrics.partition}](merge)")
-        missing = self._merge_budget() - self.merge_reservation.size
+            self.merge_reservation = self.ctx.memory_pool.register(f"{self.consumer}(merge)")
+        missing = self.merge_budget() - self.merge_reservation.size
         if missing > 0:
             self.merge_reservation.try_grow(missing)
 
-    def _spill(self, batches: list[pa.RecordBatch]) -> None:
+    def spill(self, batches: list[pa.RecordBatch]) -> None:
         """Sort ``batches`` and write them as one run."""
         manager = spill_manager(self.ctx)
-        writer = manager.writer(self.plan.schema, self.metrics)
+        writer = manager.writer(self.schema, self.metrics)
         try:
             rows = self._run_rows(batches)
-            for chunk in self._sorted_chunks(batches, rows * 8):
+            for chunk in self.sorted_chunks(batches, rows * 8):
                 writer.write_table(chunk, rows)
         except BaseException:
             writer.abort()
@@ -331,14 +381,14 @@ class _ExternalSort:
         self.runs.append(file)
         self.spilled.append(file)
 
-    def _sorted_chunks(self, batches: list[pa.RecordBatch], rows: int):
+    def sorted_chunks(self, batches: list[pa.RecordBatch], rows: int):
         """The rows of ``batches`` in sorted order, ``rows`` at a time.
 
         Each chunk is taken on its own: the sort holds its input and one chunk, not a second
         sorted copy of everything.
         """
-        table = pa.Table.from_batches(batches, schema=self.plan.schema)
-        indices = sort_indices(table, self.plan.keys)
+        table = pa.Table.from_batches(batches, schema=self.schema)
+        indices = sort_indices(table, self.keys)
         for offset in range(0, table.num_rows, rows):
             yield table.take(indices.slice(offset, rows))
 
@@ -348,28 +398,11 @@ class _ExternalSort:
                                                                         for b in batches)))
         return max(64, min(self.ctx.batch_size, self.run_batch_bytes // row_bytes))
 
-    def _under_pressure(self) -> bool:
-        """Whether the pool is nearly full: whoever consumes this sort's output will need
-        memory too (a sibling's merge, a join build), so the sorted rows go to disk."""
-        pool = self.ctx.memory_pool
-        return pool.limit is not None and pool.limit - pool.reserved < pool.limit // 4
-
-    def finish(self):
-        plan, ctx = self.plan, self.ctx
-        batches, self.batches = self.batches, []
-        if batches and (self._under_pressure() or
-                        self.runs and len(self.runs) + 1 > self.fan_in):
-            self._spill(batches)
-            batches = []
-            self.reservation.resize(0)
-            self._reserve_merge_budget()
-        if not self.runs:
-            if batches:
-                for chunk in self._sorted_chunks(batches, ctx.batch_size):
-                    yield from chunk.to_batches()
-            return
-        self._reserve_merge_budget()
-        manager = spill_manager(ctx)
+    def merged(self, batches: list[pa.RecordBatch]):
+        """Every run and ``batches`` (the newest rows, unsorted, accounted by the caller) as
+        one sorted stream of batches; the runs are deleted as they are read."""
+        self.reserve_merge_budget()
+        manager = spill_manager(self.ctx)
         while len(self.runs) > self.fan_in:
             self.runs = [self._merge_level(group) if len(group) > 1 else group[0]
                          for group in _groups(self.runs, self.fan_in)]
@@ -379,19 +412,18 @@ class _ExternalSort:
         if batches:  # the newest rows: the last run, its memory already reserved
             reserved = [len(streams)]
             rows = self._run_rows(batches)
-            streams.append(batch for chunk in self._sorted_chunks(batches, rows * 8)
+            streams.append(batch for chunk in self.sorted_chunks(batches, rows * 8)
                            for batch in chunk.to_batches(max_chunksize=rows))
         self.runs = []
-        yield from _merge(streams, plan, ctx.batch_size, min_rows, self.merge_reservation,
-                          reserved)
+        yield from self._merge(streams, self.ctx.batch_size, min_rows, reserved)
 
     def _merge_level(self, group: list[SpillFile]) -> SpillFile:
         manager = spill_manager(self.ctx)
         rows = self._run_rows_estimate()
-        writer = manager.writer(self.plan.schema, self.metrics)
+        writer = manager.writer(self.schema, self.metrics)
         try:
             streams = [manager.read(run, self.metrics) for run in group]
-            for batch in _merge(streams, self.plan, rows * 8, rows, self.merge_reservation, []):
+            for batch in self._merge(streams, rows * 8, rows, []):
                 writer.write_table(pa.Table.from_batches([batch]), rows)
         except BaseException:
             writer.abort()
@@ -400,27 +432,25 @@ class _ExternalSort:
         self.spilled.append(file)
         return file
 
+    def _merge(self, streams, batch_size: int, min_rows: int, reserved):
+        from plansight.engine.physical.sort_preserving_merge import merge_sorted
+
+        return merge_sorted(streams, self.keys, self.schema, batch_size=batch_size,
+                            min_rows=min_rows, reservation=self.merge_reservation,
+                            reserved_streams=reserved)
+
     def _run_rows_estimate(self) -> int:
         rows = [run.rows / run.batches for run in self.runs if run.batches]
         return max(64, int(min(rows))) if rows else self.ctx.batch_size
 
     def close(self) -> None:
-        merge_peak = self.merge_reservation.peak if self.merge_reservation is not None else 0
-        self.metrics.set_max("peak_mem", self.reservation.peak + merge_peak)
-        self.reservation.free()
+        """Release the merge's memory and delete every run still on disk."""
         if self.merge_reservation is not None:
             self.merge_reservation.free()
         if self.spilled:
             manager = spill_manager(self.ctx)
             for file in self.spilled:
                 manager.delete(file.path)
-
-
-def _merge(streams, plan: SortExec, batch_size: int, min_rows: int, reservation, reserved):
-    from plansight.engine.physical.sort_preserving_merge import merge_sorted
-
-    return merge_sorted(streams, plan.keys, plan.schema, batch_size=batch_size,
-                        min_rows=min_rows, reservation=reservation, reserved_streams=reserved)
 
 
 def _groups(items: list, size: int) -> list[list]:
