@@ -13,13 +13,29 @@ Modes:
 Input sorted on the group keys (``ordering_mode=Sorted`` in EXPLAIN, any mode): groups arrive
 one after another, so they stream out as each completes, without a hash table or a buffer
 of the input (sorted_groups.py).
+
+Spilling (Single and Final with GROUP BY), DataFusion style: the held input is reduced to one
+state row per group, sorted by the group keys and written as a run; memory is freed and
+reading goes on. At the end the runs (and the last in-memory states) are merged by key and
+re-aggregated by the streaming sorted-group aggregation, which holds one open group at a
+time, so memory stays bounded whatever the number of groups or the skew of the keys:
+
+    input ─▶ held rows ──pool says no──▶ states ─▶ sort by keys ─▶ run 0, run 1, ... (files)
+                │                                                    │
+                └─ end: states (last, in memory) ────────────────────┴─▶ k-way merge (in
+                                                         levels when many) ─▶ StateCarry ─▶ out
+
+Aggregates without mergeable states (median, string_agg, DISTINCT, ...) spill their raw rows
+sorted by the keys instead and merge into ``RowCarry``, which holds one group's rows: a single
+group larger than memory fails with ResourcesExhausted naming the aggregate.
+A Partial aggregate never spills: under pressure it flushes its states downstream. A global
+aggregate (no GROUP BY) of decomposable functions folds what it holds into one state row.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
-
+from plansight.engine.exec.memory_pool import AmortizedAccount
 from plansight.engine.functions.aggregate import (
     AggregateSpec,
     aggregate_table,
@@ -28,12 +44,7 @@ from plansight.engine.functions.aggregate import (
     merge_specs,
     partial_specs,
 )
-from plansight.engine.exec.memory_pool import AmortizedAccount
-from plansight.engine.exec.spill import SpillFile, spill_manager
 from plansight.engine.logical.expr import Column, SortKey
-from plansight.engine.physical.expressions import evaluate
-from plansight.engine.physical.repartition import hash_rows, split_by_target
-from plansight.engine.physical.sorted_groups import RowCarry, StateCarry, comparable
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     UNSPECIFIED,
@@ -41,6 +52,8 @@ from plansight.engine.physical.plan import (
     Partitioning,
     hash_distribution,
 )
+from plansight.engine.physical.sort import SortedRuns
+from plansight.engine.physical.sorted_groups import RowCarry, StateCarry, comparable
 
 
 class AggregateExec(ExecutionPlan):
@@ -100,7 +113,6 @@ class AggregateExec(ExecutionPlan):
         return f"AggregateExec: mode={self.mode}{ordering}, gby=[{keys}], aggr=[{aggs}]"
 
     PARTIAL_CHUNK_ROWS = 1 << 20
-    SPILL_BUCKETS = 16
 
     def _execute(self, partition, ctx):
         if self.sorted_prefix:
@@ -108,15 +120,21 @@ class AggregateExec(ExecutionPlan):
             return
         name = f"{self.name}({self.mode})[{partition}]"
         # a partial aggregate never spills: under pressure it flushes its states downstream
-        reservation = ctx.memory_pool.register(name, can_spill=self.mode != "Partial" and
-                                               bool(self.keys))
+        spills = self.mode != "Partial" and bool(self.keys) and all(
+            comparable(self.input.schema.field(k.field_name).type) for k in self.keys)
+        reservation = ctx.memory_pool.register(name, can_spill=spills)
         keys = [k.field_name for k in self.keys]
-        buckets = None  # spill writers, one per hash bucket of the group keys
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         # a partial aggregate keeps at most a fair share of the pool before it flushes
         limit = ctx.memory_pool.limit
-        flush_bytes = limit // (4 * self.output_partitioning().count) if limit else None
+        partitions = self.output_partitioning().count
+        flush_bytes = limit // (4 * partitions) if limit else None
         account = AmortizedAccount(reservation)  # a pool grant per chunk, not per batch
+        runs = SortedRuns(ctx, [SortKey(k) for k in self.keys], self._run_schema(), metrics,
+                          name, partitions) if spills else None
+        # the held rows leave room for the merge and the siblings' shares: a greedy sibling
+        # must not starve the others' merges (as in the external sort)
+        cap = max(1, limit // partitions - runs.merge_budget()) if runs and limit else None
         # a global aggregate of decomposable functions folds what it holds into one state
         # row when refused memory: O(1) state, nothing to spill
         folds = self.mode == "Single" and not self.keys and \
@@ -125,10 +143,8 @@ class AggregateExec(ExecutionPlan):
         try:
             batches, rows = [], 0
             for batch in self.input.execute(partition, ctx):
-                if buckets is not None:
-                    self._route(batch, buckets)
-                    continue
-                if not account.try_add(batch.nbytes):
+                if not ((cap is None or account.used + batch.nbytes <= cap) and
+                        account.try_add(batch.nbytes)):
                     metrics.set_max("peak_mem", account.used)
                     if folds:
                         states.append(self._states(batches + [batch], keys))
@@ -143,15 +159,13 @@ class AggregateExec(ExecutionPlan):
                         batches, rows = [], 0
                         account.reset()
                         continue
-                    elif reservation.can_spill:
-                        buckets = self._start_spilling(ctx, metrics)
-                        for held in batches + [batch]:
-                            self._route(held, buckets)
+                    if runs is not None:
+                        runs.spill(self._run_batches(batches + [batch], keys))
                         batches, rows = [], 0
                         account.reset()
+                        runs.reserve_merge_budget()
                         continue
-                    else:
-                        account.add(batch.nbytes)  # raises ResourcesExhausted
+                    account.add(batch.nbytes)  # raises ResourcesExhausted
                 batches.append(batch)
                 rows += batch.num_rows
                 if self.mode == "Partial" and (rows >= self.PARTIAL_CHUNK_ROWS or (
@@ -165,8 +179,8 @@ class AggregateExec(ExecutionPlan):
                 if batches or not self.keys:
                     yield from self._partial(batches, keys, ctx)
                 return
-            if buckets is not None:
-                yield from self._aggregate_spilled(buckets, keys, reservation, ctx, metrics)
+            if runs is not None and runs.runs:
+                yield from self._merge_runs(runs, batches, keys, account, ctx)
                 return
             if states:
                 if batches:
@@ -179,10 +193,9 @@ class AggregateExec(ExecutionPlan):
             yield from self._aggregate(pa.Table.from_batches(batches, schema=self.input.schema),
                                        keys, ctx)
         finally:
-            if buckets is not None:
-                for writer in buckets:
-                    if not isinstance(writer, SpillFile):
-                        writer.abort()
+            if runs is not None:
+                metrics.set_max("peak_mem", reservation.peak + runs.merge_peak)
+                runs.close()
             reservation.free()
 
     def _execute_sorted(self, partition, ctx):
@@ -216,36 +229,56 @@ class AggregateExec(ExecutionPlan):
         result = pa.Table.from_arrays(result.columns, schema=self.schema)
         yield from result.to_batches(max_chunksize=ctx.batch_size)
 
-    # -- spilling: grace-hash style -------------------------------------------
-    #
-    #   input ──hash(keys) >> 32 % 16──▶ 16 spill files ──one at a time──▶ aggregate ──▶ out
-    #
-    # Every group lands in exactly one bucket, so buckets aggregate independently; the high
-    # hash bits are used because a hash repartition upstream already fixed the low ones.
+    # -- spilling: sorted runs of states, merged and re-aggregated by key ---------
 
-    def _start_spilling(self, ctx, metrics):
-        manager = spill_manager(ctx)
-        return [manager.writer(self.input.schema, metrics) for _ in range(self.SPILL_BUCKETS)]
+    def _mergeable(self) -> bool:
+        """Whether runs hold states (merged by StateCarry) rather than raw rows (RowCarry)."""
+        return all(is_decomposable(s) for s in self.specs)
 
-    def _route(self, batch: pa.RecordBatch, buckets) -> None:
-        keys = [evaluate(k, batch) for k in self.keys]
-        targets = ((hash_rows(keys) >> np.uint64(32)) % np.uint64(len(buckets))).astype(np.int64)
-        for bucket, piece in split_by_target(batch, targets, len(buckets)):
-            buckets[bucket].write(piece)
+    def _run_schema(self) -> pa.Schema:
+        if not self._mergeable():
+            return self.input.schema
+        states = [state for spec in self.specs for state in partial_specs(spec)]
+        return pa.schema([self.input.schema.field(k.field_name) for k in self.keys] +
+                         [pa.field(state.output, state.type) for state in states])
 
-    def _aggregate_spilled(self, buckets, keys, reservation, ctx, metrics):
-        manager = spill_manager(ctx)
-        for i, writer in enumerate(buckets):
-            buckets[i] = writer.finish()
-        for file in buckets:
-            batches = []
-            for batch in manager.read(file, metrics):
-                reservation.grow(batch.nbytes)  # a bucket must fit; if not, say so
-                batches.append(batch)
-            if batches:
-                yield from self._aggregate(
-                    pa.Table.from_batches(batches, schema=self.input.schema), keys, ctx)
-            reservation.resize(0)
+    def _run_batches(self, batches, keys) -> list[pa.RecordBatch]:
+        """What a run holds for ``batches``: one state row per group (merged states in Final
+        mode), or the rows themselves when the states are not mergeable."""
+        if not self._mergeable():
+            return batches
+        if self.mode == "Final":  # the input holds states already: merge them
+            merges = [m for spec in self.specs for m in merge_specs(spec)]
+            table = aggregate_table(pa.Table.from_batches(batches, schema=self.input.schema),
+                                    keys, merges)
+        else:
+            table = self._states(batches, keys)
+        schema = self._run_schema()
+        columns = [column.cast(field.type) if column.type != field.type else column
+                   for column, field in zip(table.columns, schema)]
+        return pa.Table.from_arrays(columns, schema=schema).to_batches()
+
+    def _merge_runs(self, runs: SortedRuns, batches, keys, account, ctx):
+        """Merge the runs and the held rows by key; aggregate the groups as they complete."""
+        reservation = account.reservation
+        last = self._run_batches(batches, keys) if batches else []
+        account.reset()  # the held rows are reduced: hold only their states
+        if last and (len(runs.runs) + 1 > runs.fan_in or
+                     not account.try_add(sum(b.nbytes for b in last))):
+            runs.spill(last)
+            last = []
+            account.reset()
+        if self._mergeable():
+            carry = StateCarry(keys, self.specs, self.schema, input_is_states=True, finish=True)
+        else:
+            carry = RowCarry(keys, self.specs, self.schema)
+        held = reservation.size  # the last run's; the carry's open group comes on top
+        for batch in runs.merged(last):
+            for table in carry.push(batch):
+                yield from table.to_batches(max_chunksize=ctx.batch_size)
+            reservation.resize(held + carry.held_bytes)  # one group must fit; if not, say so
+        for table in carry.finish():
+            yield from table.to_batches(max_chunksize=ctx.batch_size)
 
     def _partial(self, batches, keys, ctx):
         yield from pa.Table.from_arrays(self._states(batches, keys).columns,
