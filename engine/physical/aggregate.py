@@ -273,10 +273,23 @@ class AggregateExec(ExecutionPlan):
         else:
             carry = RowCarry(keys, self.specs, self.schema)
         held = reservation.size  # the last run's; the carry's open group comes on top
+        # the merge emits small batches (a round's safe rows); the carry's cost is per batch,
+        # so they are gathered to batch_size rows first while the pool allows it
+        pending, rows, pending_bytes = [], 0, 0
         for batch in runs.merged(last):
-            for table in carry.push(batch):
+            pending.append(batch)
+            rows += batch.num_rows
+            pending_bytes += batch.nbytes
+            if rows < ctx.batch_size and \
+                    reservation.try_resize(held + carry.held_bytes + pending_bytes):
+                continue
+            for table in carry.push(pa.concat_batches(pending)):
                 yield from table.to_batches(max_chunksize=ctx.batch_size)
+            pending, rows, pending_bytes = [], 0, 0
             reservation.resize(held + carry.held_bytes)  # one group must fit; if not, say so
+        if pending:
+            for table in carry.push(pa.concat_batches(pending)):
+                yield from table.to_batches(max_chunksize=ctx.batch_size)
         for table in carry.finish():
             yield from table.to_batches(max_chunksize=ctx.batch_size)
 

@@ -1,4 +1,4 @@
-"""Hash aggregation under a memory limit spills to hash buckets and gives the same answer."""
+"""Hash aggregation under a memory limit spills sorted state runs and gives the same answer."""
 
 from __future__ import annotations
 
