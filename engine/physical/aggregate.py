@@ -262,8 +262,9 @@ class AggregateExec(ExecutionPlan):
         """Merge the runs and the held rows by key; aggregate the groups as they complete."""
         reservation = account.reservation
         last = self._run_batches(batches, keys) if batches else []
+        pressure = runs.under_pressure()
         account.reset()  # the held rows are reduced: hold only their states
-        if last and (len(runs.runs) + 1 > runs.fan_in or
+        if last and (pressure or len(runs.runs) + 1 > runs.fan_in or
                      not account.try_add(sum(b.nbytes for b in last))):
             runs.spill(last)
             last = []

@@ -291,16 +291,10 @@ class _ExternalSort:
         plan = self.plan
         return plan.input.output_partitioning().count if plan.preserve_partitioning else 1
 
-    def _under_pressure(self) -> bool:
-        """Whether the pool is nearly full: whoever consumes this sort's output will need
-        memory too (a sibling's merge, a join build), so the sorted rows go to disk."""
-        pool = self.ctx.memory_pool
-        return pool.limit is not None and pool.limit - pool.reserved < pool.limit // 4
-
     def finish(self):
         batches, self.batches = self.batches, []
         runs = self.runs
-        if batches and (self._under_pressure() or
+        if batches and (runs.under_pressure() or
                         runs.runs and len(runs.runs) + 1 > runs.fan_in):
             runs.spill(batches)
             batches = []
@@ -353,7 +347,13 @@ class SortedRuns:
         """(fan-in, bytes per run batch) for a merge budget: each merged stream buffers up to
         two batches, and the round's output is as much again."""
         fan_in = max(2, min(FAN_IN, budget // (4 * MIN_RUN_BATCH_BYTES)))
-        return fan_in, max(4096, budget // (4 * fan_in))
+        return fan_in, max(1024, budget // (4 * fan_in))
+
+    def under_pressure(self) -> bool:
+        """Whether the pool is nearly full: the merge, and whoever consumes its output (a
+        sibling's merge, a join build), will need memory too, so the last rows go to disk."""
+        pool = self.ctx.memory_pool
+        return pool.limit is not None and pool.limit - pool.reserved < pool.limit // 4
 
     def reserve_merge_budget(self) -> None:
         """Hold the merge's memory from the first spill on, so the merge is not starved later.
