@@ -46,8 +46,9 @@ WORKLOADS = {
     "window_whole": "SELECT k, v, sum(v) OVER () AS total, max(v) OVER () AS top FROM t",
     # one partition larger than memory, moving frame: sorted (spilling), then streamed
     "window_moving": "SELECT k, v, sum(v) OVER (ORDER BY k ROWS 100 PRECEDING) AS s FROM t",
-    # grouped aggregation (no aggregate spilling yet: expected to fail far below its data)
-    "aggregate": "SELECT g, sum(v) AS total, count(*) AS n FROM t GROUP BY g",
+    # grouped aggregation over many groups (a string key, ~90% of the rows distinct): state
+    # runs sorted by the key are spilled, then merged and re-aggregated group by group
+    "aggregate": "SELECT s, sum(v) AS total, count(*) AS n, max(k) AS top FROM t GROUP BY s",
     # grace hash join: the build side (the whole input) spills into hash buckets, then the
     # probe side is split the same way and the buckets are joined one at a time
     "join": "SELECT a.k, a.v, b.s FROM t a JOIN t b ON a.k = b.k",
