@@ -45,6 +45,8 @@ class DataSourceExec(ExecutionPlan):
         self.requested_partitions = partitions
         # (source column name, DynamicFilter) pairs attached by push_dynamic_filters
         self.dynamic_filters: list = []
+        # rows per batch read when not ctx.batch_size (set by widen_scan_batches)
+        self.batch_rows: int | None = None
         units = source.units(partitions)
         self.total_units = len(units)
         units, self.pruned_units = source.prune(units, list(self.pruning_predicates))
@@ -139,6 +141,8 @@ class DataSourceExec(ExecutionPlan):
             parts.append(f"output_ordering=[{', '.join(map(str, self._ordering))}]")
         if self.read_order:
             parts.append(f"read_order=[{self.read_order}]")
+        if self.batch_rows is not None:
+            parts.append(f"batch_rows={self.batch_rows}")
         if self.dynamic_filters:
             parts.append("dynamic_filters=[" + ", ".join(
                 f"{column} from {f.origin}" for column, f in self.dynamic_filters) + "]")
@@ -170,13 +174,14 @@ class DataSourceExec(ExecutionPlan):
             metrics.add("units_pruned_limit", self.limit_pruned_units)
         remaining = self.fetch
         dynamic = [(self.columns.index(c), f) for c, f in self.dynamic_filters]
+        batch_rows = self.batch_rows or ctx.batch_size
         for unit in self.assignment[partition]:
             dynamic = [(i, f) for i, f in dynamic if f.run is ctx or f.run is None]
             if not self._unit_may_match(unit, dynamic, ctx):
                 metrics.add("units_pruned_dynamic")
                 continue
             metrics.add("units_read")
-            reader = self.source.read(unit, self.columns, ctx.batch_size)
+            reader = self.source.read(unit, self.columns, batch_rows)
             for batch in reader:
                 if dynamic:
                     batch = self._apply_dynamic(batch, dynamic, metrics, ctx)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.physical.plan import ExecutionPlan
-from plansight.engine.physical_optimizer.prune_by_limit import prune_by_limit
-from plansight.engine.physical_optimizer.push_dynamic_filters import push_dynamic_filters
 from plansight.engine.physical_optimizer.ensure_requirements import (
     ensure_requirements,
     ensure_single_output,
 )
+from plansight.engine.physical_optimizer.prune_by_limit import prune_by_limit
+from plansight.engine.physical_optimizer.push_dynamic_filters import push_dynamic_filters
+from plansight.engine.physical_optimizer.widen_scan_batches import widen_scan_batches
 
 
 def optimize_physical(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPlan:
@@ -17,5 +18,6 @@ def optimize_physical(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPl
     plan = prune_by_limit(plan)
     plan = ensure_requirements(plan, config.target_partitions)
     plan = ensure_single_output(plan)
+    plan = widen_scan_batches(plan, config)
     # last: it wires operators of the final tree together
     return push_dynamic_filters(plan)
