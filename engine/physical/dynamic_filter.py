@@ -47,6 +47,7 @@ class DynamicFilter:
         self.key_set: pa.Array | None = None  # sorted distinct non-NULL keys, when few
         self._sorted_keys: np.ndarray | None = None  # the same as Python values, for stats
         self._cast_keys: dict = {}  # key_set cast to a probe column's type
+        self._dense_set = False  # key_set is every integer from low to high
         self.run: Any = None  # the TaskContext whose bounds these are
         # reentrant: a commit tightens under the lock that makes publishing atomic
         self._lock = threading.RLock()
@@ -58,6 +59,7 @@ class DynamicFilter:
             if self.run is not ctx:
                 self.run, self.low, self.high, self.empty = ctx, None, None, False
                 self.key_set, self._sorted_keys, self._cast_keys = None, None, {}
+                self._dense_set = False
                 self._builds = {}
 
     def applies_to(self, ctx: Any) -> bool:
@@ -120,9 +122,14 @@ class DynamicFilter:
 
     def _set_keys(self, keys: pa.Array) -> None:
         keys = keys.take(pc.sort_indices(keys))
+        # distinct integers filling [min, max] (a dimension's 1..n ids): the set says no
+        # more than the range, whose test can clear a whole batch by its min/max alone
+        dense = pa.types.is_integer(keys.type) and len(keys) > 0 and \
+            keys[-1].as_py() - keys[0].as_py() + 1 == len(keys)
         with self._lock:
             self._sorted_keys = np.array(keys.to_pylist() + [None], dtype=object)[:-1]
             self.key_set = keys
+            self._dense_set = dense
 
     def tighten(self, low: Any = None, high: Any = None) -> None:
         with self._lock:
@@ -162,7 +169,7 @@ class DynamicFilter:
             return None
         if self.empty:
             return pa.repeat(pa.scalar(False), len(column))
-        if self.key_set is not None:
+        if self.key_set is not None and not (self._dense_set and self.low is not None):
             keys = self._keys_as(column.type)
             if keys is not None:
                 return self._key_set_mask(column, keys)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from plansight.engine.exec.spill import spill_manager
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
@@ -30,10 +29,10 @@ from plansight.engine.physical.join_output import JoinAssembler, expand_matches,
 from plansight.engine.physical.join_spill import GraceHashJoin, SpilledBuild, collect_build
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
-    hash_distribution,
     UNSPECIFIED,
     ExecutionPlan,
     Partitioning,
+    hash_distribution,
 )
 
 _MAX_CODE = 1 << 62
@@ -140,6 +139,20 @@ class KeyIndex:
         nulls = int((codes < 0).sum())
         self.counts = np.bincount(codes[codes >= 0], minlength=groups)
         self.starts = nulls + np.cumsum(self.counts) - self.counts
+        # every key on one build row (a dimension table's primary key): a probe row has at
+        # most one match, found by one gather instead of expand_matches' repeat and cumsum
+        self.build_row = self.order[self.starts] if groups and \
+            self.counts.min() == 1 and self.counts.max() == 1 else None
+
+    def matches(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(probe row, build row) pairs for probe rows with these group codes (-1: none)."""
+        if self.build_row is None:
+            return expand_matches(codes, self.starts, self.counts, self.order)
+        hit = codes >= 0
+        if hit.all():
+            return np.arange(len(codes)), self.build_row[codes]
+        probe_idx = np.flatnonzero(hit)
+        return probe_idx, self.build_row[codes[probe_idx]]
 
     def _combine(self, codes, c, card):
         """Fold one more key column's codes into the combined codes, renumbering them
@@ -357,9 +370,7 @@ class HashJoinExec(ExecutionPlan):
             codes, null_key = index.probe_codes(keys)
             excluded = null_key if (self.null_aware and not build_empty) else None
             for probe, lo in _chunks(batch, codes, index, ctx.batch_size * 8):
-                chunk_codes = codes[lo:lo + probe.num_rows]
-                probe_idx, build_idx = expand_matches(chunk_codes, index.starts,
-                                                      index.counts, index.order)
+                probe_idx, build_idx = index.matches(codes[lo:lo + probe.num_rows])
                 chunk_excluded = excluded[lo:lo + probe.num_rows] \
                     if excluded is not None else None
                 yield from assembler.probe(probe, probe_idx, build_idx, chunk_excluded)
@@ -387,6 +398,9 @@ def coalesce_batches(batches, min_rows: int):
 
 def _chunks(batch: pa.RecordBatch, codes: np.ndarray, index: KeyIndex, max_pairs: int):
     """Split a probe batch so that no chunk produces more than ~max_pairs pairs."""
+    if index.build_row is not None and len(codes) <= max_pairs:
+        yield batch, 0  # at most one pair per probe row
+        return
     hit = codes >= 0
     counts = np.where(hit, index.counts[np.where(hit, codes, 0)], 0) if len(index.counts) \
         else np.zeros(len(codes), dtype=np.int64)
