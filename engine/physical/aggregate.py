@@ -83,23 +83,39 @@ class AggregateExec(ExecutionPlan):
         part = self.input.output_partitioning()
         if self.mode == "Partial":
             return Partitioning(part.count)
-        return Partitioning(part.count, tuple(self.keys) if part.count > 1 else None)
+        if part.count == 1:
+            return Partitioning(1)
+        equivalences = self.input.equivalences()
+        if part.hash_exprs is None or not hash_distribution(self.keys).satisfied_by(
+                part, equivalences):
+            return Partitioning(part.count, tuple(self.keys))  # what EnsureRequirements adds
+        # the input's own hash keys, as group key columns: it may be hashed on fewer columns
+        # than the keys (the others constant), and a join above must know the exact ones
+        keys = [next((k for k in self.keys if equivalences.same(e, k)), None)
+                for e in part.hash_exprs]
+        if any(k is None for k in keys):
+            return Partitioning(part.count)
+        return Partitioning(part.count, tuple(keys))
 
     def _sorted_key_prefix(self) -> tuple[SortKey, ...] | None:
         """The input ordering's leading keys when they are the group keys (any order and
-        direction, or columns known equal to them), as key columns; else None."""
-        ordering = self.input.output_ordering()
-        if not self.keys or not ordering:
+        direction, or columns known equal to them), as key columns, then the constant keys;
+        else None. Constant keys need no ordering: every row has the same value."""
+        if not self.keys:
             return None
         if not all(comparable(self.input.schema.field(k.field_name).type) for k in self.keys):
             return None
         equivalences = self.input.equivalences()
-        classes = {equivalences.representative(k): k for k in self.keys}
-        prefix = equivalences.normalize_ordering(ordering)[:len(classes)]
+        constants = [k for k in self.keys if equivalences.is_constant(k)]
+        classes = {equivalences.representative(k): k for k in self.keys
+                   if not equivalences.is_constant(k)}
+        prefix = equivalences.normalize_ordering(self.input.output_ordering() or ())
+        prefix = prefix[:len(classes)]
         if {rep for rep, _, _ in prefix} != set(classes):
             return None
         return tuple(SortKey(classes[rep], descending, nulls_first)
-                     for rep, descending, nulls_first in prefix)
+                     for rep, descending, nulls_first in prefix) + \
+            tuple(SortKey(k) for k in constants)
 
     def output_ordering(self):
         return self.sorted_prefix

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from plansight.engine.logical.expr import Expr
-from plansight.engine.physical.equivalence import equalities
+from plansight.engine.physical.equivalence import constants, equalities
 from plansight.engine.physical.expressions import evaluate_predicate
 from plansight.engine.physical.plan import ExecutionPlan
 
@@ -25,8 +25,10 @@ class FilterExec(ExecutionPlan):
         return [True]
 
     def _compute_equivalences(self):
-        # rows passing ``a = b`` have a equal to b (a NULL on either side fails the filter)
-        return self.input.equivalences().with_equal(equalities(self.predicate))
+        # rows passing ``a = b`` have a equal to b (a NULL on either side fails the filter);
+        # rows passing ``a = 5`` or ``a IS NULL`` all have the same a
+        return self.input.equivalences().with_equal(equalities(self.predicate)).with_constants(
+            constants(self.predicate))
 
     def display(self) -> str:
         return f"FilterExec: {self.predicate}"

@@ -267,8 +267,13 @@ class HashJoinExec(ExecutionPlan):
         return Partitioning(probe.count)
 
     def _compute_equivalences(self):
-        both = self.left.equivalences().union(self.right.equivalences()).restrict(
-            self.schema.names)
+        left, right = self.left.equivalences(), self.right.equivalences()
+        # a NULL-extended side is NULL in the rows without a match: not constant any more
+        if self.join_type in ("right", "full"):
+            left = left.without_constants()
+        if self.join_type in ("left", "full"):
+            right = right.without_constants()
+        both = left.union(right).restrict(self.schema.names)
         if self.join_type != "inner":
             # an outer join's NULL-extended key is NULL where the other is not; semi and
             # anti joins output one side only

@@ -49,7 +49,13 @@ class Distribution:
     def satisfied_by(self, partitioning: Partitioning,
                      equivalences: Equivalences = NONE) -> bool:
         """Whether ``partitioning`` meets this requirement; a hash key may stand for any
-        column ``equivalences`` knows equal to it (rows equal on one are equal on both)."""
+        column ``equivalences`` knows equal to it (rows equal on one are equal on both).
+
+        Without a partition count (grouping: aggregates, windows) constant keys are ignored
+        on both sides: rows equal on ``b`` are equal on ``(a, b)`` when ``a`` is constant,
+        so Hash(b) groups them as Hash(a, b) would. A co-partitioned join (``partitions``
+        set) needs its exact keys: the other input is hashed on all of them.
+        """
         if self.kind == "unspecified":
             return True
         if self.partitions is not None:
@@ -59,8 +65,10 @@ class Distribution:
             return True
         if self.kind == "single":
             return False
-        return partitioning.hash_exprs is not None and \
-            _same_exprs(partitioning.hash_exprs, self.exprs, equivalences)
+        return partitioning.hash_exprs is not None and (
+            _same_exprs(partitioning.hash_exprs, self.exprs, equivalences) or
+            equivalences.normalize_hash_keys(partitioning.hash_exprs) ==
+            equivalences.normalize_hash_keys(self.exprs))
 
 
 def _same_exprs(have, want, equivalences: Equivalences) -> bool:
@@ -83,13 +91,14 @@ Ordering = tuple[SortKey, ...]
 def ordering_satisfies(have: Ordering | None, want: Ordering | None,
                        equivalences: Equivalences = NONE) -> bool:
     """Whether rows sorted by ``have`` are also sorted by ``want`` (prefix match, once keys
-    are replaced by their equivalence class and repeated classes dropped)."""
-    if not want:
+    are replaced by their equivalence class, and constant and repeated keys dropped: any
+    rows are sorted by a constant)."""
+    want_keys = equivalences.normalize_ordering(want or ())
+    if not want_keys:
         return True
     if not have:
         return False
     have_keys = equivalences.normalize_ordering(have)
-    want_keys = equivalences.normalize_ordering(want)
     return len(have_keys) >= len(want_keys) and have_keys[:len(want_keys)] == want_keys
 
 

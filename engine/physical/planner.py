@@ -15,6 +15,7 @@ from plansight.engine.logical import plan as lp
 from plansight.engine.logical.estimate import estimate_rows
 from plansight.engine.logical.expr import Call, Column, Expr, Literal, next_id
 from plansight.engine.physical.aggregate import AggregateExec
+from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.filter import FilterExec
 from plansight.engine.physical.hash_join import HashJoinExec
@@ -81,16 +82,21 @@ class PhysicalPlanner:
 
     def _plan_sort(self, node: lp.Sort) -> ExecutionPlan:
         child = self.plan(node.input)
+        # constant keys and repeats of a column's class order nothing: sort by the rest
+        keys = child.equivalences().significant_keys(node.keys)
         if ordering_satisfies(child.output_ordering(), tuple(node.keys), child.equivalences()):
             # already sorted (perhaps on a column known equal to the key): merge at most
             if child.output_partitioning().count > 1:
-                return SortPreservingMergeExec(list(node.keys), child, fetch=node.fetch)
+                if not keys:  # constant keys only: any order is sorted
+                    child = CoalescePartitionsExec(child)
+                else:
+                    return SortPreservingMergeExec(list(node.keys), child, fetch=node.fetch)
             return child if node.fetch is None else GlobalLimitExec(child, 0, node.fetch)
         if child.output_partitioning().count > 1:
             # sort (or top-k) every partition in parallel, then merge the sorted runs
-            local = SortExec(list(node.keys), child, fetch=node.fetch, preserve_partitioning=True)
-            return SortPreservingMergeExec(list(node.keys), local, fetch=node.fetch)
-        return SortExec(list(node.keys), child, fetch=node.fetch)
+            local = SortExec(keys, child, fetch=node.fetch, preserve_partitioning=True)
+            return SortPreservingMergeExec(keys, local, fetch=node.fetch)
+        return SortExec(keys, child, fetch=node.fetch)
 
     def _plan_limit(self, node: lp.Limit) -> ExecutionPlan:
         return GlobalLimitExec(self.plan(node.input), node.skip, node.fetch)

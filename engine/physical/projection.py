@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from plansight.engine.logical.expr import Column, Expr, SortKey
+from plansight.engine.logical.expr import Column, Expr, Literal, SortKey
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
 
@@ -39,14 +39,18 @@ class ProjectionExec(ExecutionPlan):
 
     def _compute_equivalences(self):
         return self.input.equivalences().project(
-            (e, o) for e, o in zip(self.exprs, self.outputs) if isinstance(e, Column))
+            ((e, o) for e, o in zip(self.exprs, self.outputs) if isinstance(e, Column)),
+            [o for e, o in zip(self.exprs, self.outputs) if isinstance(e, Literal)])
 
     def output_ordering(self):
         ordering = self.input.output_ordering() or ()
+        constant = self.input.equivalences().is_constant
         out = []
         for key in ordering:
             renamed = self._rename(key.expr)
             if renamed is None:
+                if constant(key.expr):
+                    continue  # every row ties on a constant: the later keys still order
                 break
             out.append(SortKey(renamed, key.descending, key.nulls_first))
         return tuple(out) or None

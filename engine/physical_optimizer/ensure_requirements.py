@@ -41,13 +41,15 @@ def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> Executio
                 child = _merge(child)
             else:
                 # a sorted input that must stay sorted is merged on read, not sorted again
-                preserve = bool(ordering) and partitioning.count > 1 and ordering_satisfies(
-                    child.output_ordering(), ordering, equivalences)
+                have = child.output_ordering()
+                preserve = bool(ordering) and bool(have) and partitioning.count > 1 and \
+                    ordering_satisfies(have, ordering, equivalences)
                 child = _repartition(child, distribution.exprs,
                                      distribution.partitions or target_partitions, preserve)
         if ordering and not ordering_satisfies(child.output_ordering(), ordering,
                                                child.equivalences()):
-            child = SortExec(list(ordering), child,
+            # constant and repeated keys order nothing: sort by the significant ones
+            child = SortExec(child.equivalences().significant_keys(ordering), child,
                              preserve_partitioning=child.output_partitioning().count > 1)
         new_children.append(child)
     if all(a is b for a, b in zip(new_children, plan.children())):
@@ -68,7 +70,7 @@ def _presorted(sort: SortExec, child: ExecutionPlan) -> ExecutionPlan:
 
 def _merge(child: ExecutionPlan) -> ExecutionPlan:
     ordering = child.output_ordering()
-    if ordering:
+    if ordering and child.equivalences().significant_keys(ordering):  # not only constants
         try:
             from plansight.engine.physical.sort_preserving_merge import SortPreservingMergeExec
         except ImportError:
