@@ -22,6 +22,11 @@ prefix of the longest one, or of its reverse, share one sort by the longest orde
 reversed one (``lag`` over ``ORDER BY x DESC`` on rows sorted by ``x``) reads each partition
 backwards, keeping the NULL run of the first key in place when the NULL placement says so.
 
+The input's order is read through its equivalences (equivalence.py): rows sorted by
+``t2.x`` after ``ON t1.x = t2.x`` are sorted by ``t1.x``, and a constant key (``WHERE a = 5``)
+needs no order, so rows sorted by ``b`` serve ``PARTITION BY a, b``. The executor is given
+the input's order restated in the window's own columns (input_ordering_for).
+
 The executor declares its requirements; EnsureRequirements adds only what is missing.
 ``EXECUTOR`` forces an executor for tests: "hash", "sorted" (sorts below the streaming
 executors) or "partition" (sorts below WindowAggExec only).
@@ -33,6 +38,7 @@ from plansight.engine.exec.context import SessionConfig
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import Column, SortKey, WindowCall
 from plansight.engine.physical.bounded_window_agg import BoundedWindowAggExec, bounded_supported
+from plansight.engine.physical.equivalence import Equivalences
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     ExecutionPlan,
@@ -110,7 +116,8 @@ def _plan_chain(longest: WindowCall, members: list[list[WindowCall]],
     """Streaming executors for the members that can stream, one WindowAggExec for the rest;
     whichever holds the longest ordering goes lowest, so one sort below serves them all."""
     if _sorted_executor(members[0], outputs[0], child) is not None:
-        have = tuple(child.output_ordering() or ())  # the input already serves the chain
+        # the input already serves the chain: its ordering, in the windows' columns
+        have = input_ordering_for(longest, child.output_ordering() or (), child.equivalences())
     else:
         have = tuple([SortKey(e) for e in longest.partition_by] + list(longest.order_by))
     streaming, rest_windows, rest_outputs = [], [], []
@@ -152,14 +159,17 @@ def _sorted_executor(windows: list[WindowCall], outputs: list[Column],
     """A sorted executor when ``child`` already delivers the rows in a usable order, or,
     given ``have``, when the order ``have`` that a sort below will establish serves it."""
     partition_by = list(windows[0].partition_by)
+    equivalences = child.equivalences()
     if have is None:
         distribution = hash_distribution(partition_by) if partition_by else SINGLE_PARTITION
         # partitions that are each sorted (a sorted source split into parts) are merged in
         # order into one; a hash shuffle of them would cost more than the hash executor
-        if not distribution.satisfied_by(child.output_partitioning()) and \
+        if not distribution.satisfied_by(child.output_partitioning(), equivalences) and \
                 (partition_by or not child.output_ordering()):
             return None
-        have = tuple(child.output_ordering() or ())
+        have = input_ordering_for(windows[0], child.output_ordering() or (), equivalences)
+        if have is None:
+            return None
     width = len(partition_by)
     # any permutation of the partition keys, in any direction, groups the partitions
     if len(have) < width or {k.expr for k in have[:width]} != set(partition_by):
@@ -172,11 +182,64 @@ def _sorted_executor(windows: list[WindowCall], outputs: list[Column],
     bounded = tuple(partition_ordering) + tuple(windows[0].order_by)
     if EXECUTOR != "partition" and all(bounded_supported(w) for w in windows) and \
             all(w.order_by == windows[0].order_by for w in windows) and \
-            ordering_satisfies(have, bounded):
+            ordering_satisfies(have, bounded, equivalences):
         return BoundedWindowAggExec(windows, outputs, child,
                                     partition_ordering=partition_ordering)
     return WindowAggExec(windows, outputs, child, order_keys=order_keys,
                          partition_ordering=partition_ordering)
+
+
+def input_ordering_for(window: WindowCall, ordering, equivalences: Equivalences
+                       ) -> tuple[SortKey, ...] | None:
+    """The input ``ordering`` restated in ``window``'s columns: the partition keys (any
+    permutation and direction), then the order keys; None when it does not group the
+    window's partitions.
+
+    An input sorted by a column known equal to a partition or order key (``t2.x`` after
+    ``ON t1.x = t2.x``) is sorted by that key; a constant key (``WHERE a = 5``) is sorted in
+    any direction, so rows sorted by ``b`` serve ``PARTITION BY a, b`` or ``ORDER BY a, b``.
+    The result orders rows exactly as ``ordering`` does, so the executor's requirement
+    (stated in the window's columns) is met by the input as it is.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> x, y = Column(1, "x", pa.int64()), Column(2, "y", pa.int64())
+        >>> w = WindowCall("rank", (), pa.int64(), (x,), (SortKey(y),))
+        >>> [str(k) for k in input_ordering_for(w, (SortKey(y),),
+        ...                                     Equivalences(constants=[x]))]
+        ['x ASC NULLS LAST', 'y ASC NULLS LAST']
+    """
+    keys = equivalences.significant_keys(ordering)
+    constant = equivalences.is_constant
+    classes: dict = {}  # representative -> the partition keys of that class
+    partition_ordering = [SortKey(e) for e in window.partition_by if constant(e)]
+    for e in window.partition_by:
+        if not constant(e):
+            classes.setdefault(equivalences.representative(e), []).append(e)
+    prefix = keys[:len(classes)]
+    if {equivalences.representative(k.expr) for k in prefix} != set(classes):
+        return None
+    for key in prefix:
+        partition_ordering += [SortKey(e, key.descending, key.nulls_first)
+                               for e in classes[equivalences.representative(key.expr)]]
+    # the window's ORDER BY, matched key by key against the rest of the input ordering;
+    # a key that orders nothing here (constant, or a class already sorted by) is kept as the
+    # window states it
+    rest, order_keys = list(keys[len(classes):]), []
+    seen = set(classes)
+    for wanted in window.order_by:
+        rep = equivalences.representative(wanted.expr)
+        if constant(wanted.expr) or rep in seen:
+            order_keys.append(wanted)
+            continue
+        if not rest or not equivalences.same(rest[0].expr, wanted.expr):
+            break
+        key = rest.pop(0)
+        seen.add(rep)
+        order_keys.append(SortKey(wanted.expr, key.descending, key.nulls_first))
+    else:
+        order_keys += rest
+    return tuple(partition_ordering + order_keys)
 
 
 def _can_merge(child: HashWindowAggExec, windows: list[WindowCall]) -> bool:

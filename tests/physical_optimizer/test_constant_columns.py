@@ -211,6 +211,32 @@ def test_a_partitioned_join_over_fewer_hash_keys_is_shuffled_again(partitioned_j
     assert len(hashed) == 2, plan
 
 
+# ----------------------------------------------------------------------------- propagation
+
+# operators that keep row order keep what is known about equal and constant columns
+PROPAGATION = [
+    # a limit (top-k) keeps the constant: ORDER BY a, b above it is already met
+    ("SELECT * FROM (SELECT a, b, c FROM t WHERE a = 2 ORDER BY b, c LIMIT 30) AS l "
+     "ORDER BY a, b, c"),
+    # a projection renaming the sort key, dropping the constant
+    ("SELECT bb, c FROM (SELECT b AS bb, c FROM (SELECT * FROM t WHERE a = 2 ORDER BY a, b, c) "
+     "AS s) AS p ORDER BY bb, c"),
+    # a projection adding a literal column: constant in every row
+    ("SELECT k, b, c FROM (SELECT 1 AS k, b, c FROM (SELECT * FROM t ORDER BY b, c) AS s) AS p "
+     "ORDER BY k, b, k, c"),
+    # a filter above the sort keeps the input's ordering and adds its constant
+    ("SELECT a, b, c FROM (SELECT * FROM t ORDER BY b, c LIMIT 100) AS l WHERE a = 1 "
+     "ORDER BY a, b, c"),
+]
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+@pytest.mark.parametrize("sql", PROPAGATION)
+def test_order_preserving_operators_keep_constants(sql, partitions):
+    plan = _explain(sql, partitions)
+    assert len(_lines(plan, "SortExec")) == 1, plan
+
+
 # ----------------------------------------------------------------------------- results
 
 QUERIES = [
@@ -233,7 +259,7 @@ QUERIES = [
     ("SELECT x, b, sum(c) AS sc FROM (SELECT 7 AS x, b, c FROM t) AS p GROUP BY x, b "
      "ORDER BY x, b"),
     f"SELECT f, b FROM {SORTED_ON_B} WHERE f = 0.5 ORDER BY f, b",
-]
+] + PROPAGATION
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 7, 8192])
