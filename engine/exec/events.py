@@ -45,7 +45,6 @@ import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Self
 
 
 @dataclass(frozen=True)
@@ -443,7 +442,7 @@ class EventBus:
             self._abandoned = True
             self._changed.notify_all()
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> EventBus:  # noqa: PYI034 (typing.Self needs Python 3.11)
         return self
 
     def __exit__(self, *exc_info) -> None:
