@@ -78,6 +78,26 @@ def sort_indices(table: pa.Table | pa.RecordBatch, keys: list[SortKey]) -> pa.Ar
     return pc.sort_indices(keyed, sort_keys=sort_keys)
 
 
+def contiguous(table: pa.Table) -> pa.Table:
+    """``table`` with every column in one chunk, copied a column at a time.
+
+    A column whose chunks cannot be joined (a string column over 2 GiB overflows its 32-bit
+    offsets) stays chunked: it is taken chunk-aware, slower but correct.
+    """
+    schema, columns = table.schema, []
+    while table.num_columns:
+        column = table.column(0)
+        try:
+            columns.append(pa.chunked_array([column.combine_chunks()], type=column.type)
+                           if column.num_chunks > 1 else column)
+        except (pa.ArrowInvalid, pa.ArrowCapacityError):
+            columns.append(column)
+        # dropping the table's reference frees the column's input chunks (if nobody else
+        # holds them) before the next column is copied
+        table = table.remove_column(0)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 class SortExec(ExecutionPlan):
     name = "SortExec"
 
@@ -382,12 +402,17 @@ class SortedRuns:
         self.spilled.append(file)
 
     def sorted_chunks(self, batches: list[pa.RecordBatch], rows: int):
-        """The rows of ``batches`` in sorted order, ``rows`` at a time.
+        """The rows of ``batches`` in sorted order, ``rows`` at a time; empties ``batches``.
 
-        Each chunk is taken on its own: the sort holds its input and one chunk, not a second
-        sorted copy of everything.
+        The input is made contiguous first (column by column, each column's chunks released as
+        it is copied) because a take from a many-chunk table costs a pass over the whole
+        table per call: one per output chunk made the sort quadratic. Each chunk is then taken
+        on its own: the sort holds its input and one chunk, not a second sorted copy of
+        everything.
         """
         table = pa.Table.from_batches(batches, schema=self.schema)
+        batches.clear()  # the caller's list must not keep the chunked input alive
+        table = contiguous(table)
         indices = sort_indices(table, self.keys)
         for offset in range(0, table.num_rows, rows):
             yield table.take(indices.slice(offset, rows))
