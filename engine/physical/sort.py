@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 from plansight.engine.exec.spill import SpillFile, spill_manager
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.expressions import evaluate
+from plansight.engine.physical.packed_sort import packed_sort_indices
 from plansight.engine.physical.plan import SINGLE_PARTITION, UNSPECIFIED, ExecutionPlan
 
 #: Most runs merged at once; more runs merge in levels (each cuts their number FAN_IN-fold).
@@ -73,7 +74,16 @@ def sort_columns(table: pa.Table | pa.RecordBatch,
 
 def sort_indices(table: pa.Table | pa.RecordBatch, keys: list[SortKey]) -> pa.Array:
     """Stable sort permutation of ``table`` by ``keys`` (evaluated on the table)."""
-    columns, sort_keys = sort_columns(table, keys)
+    return sort_permutation(*sort_columns(table, keys))
+
+
+def sort_permutation(columns: list[pa.Array],
+                     sort_keys: list[tuple[str, str, str]]) -> pa.Array:
+    """Stable sort permutation of the rows of ``columns`` (see ``sort_columns``): packed into
+    one uint64 per row when the keys allow it (several times faster), else Arrow's sort."""
+    packed = packed_sort_indices(columns, sort_keys)
+    if packed is not None:
+        return pa.array(packed)
     keyed = pa.table(columns, names=[name for name, _, _ in sort_keys])
     return pc.sort_indices(keyed, sort_keys=sort_keys)
 

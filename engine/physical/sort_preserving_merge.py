@@ -28,12 +28,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.memory_pool import MemoryReservation
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.plan import UNSPECIFIED, ExecutionPlan, Partitioning
-from plansight.engine.physical.sort import sort_columns
+from plansight.engine.physical.sort import sort_columns, sort_permutation
 
 from plansight.errors import PlanError
 
@@ -170,7 +169,7 @@ class _Order:
 
     def indices(self, key_table: pa.Table) -> np.ndarray:
         """Stable sort permutation of a key table."""
-        return pc.sort_indices(key_table, sort_keys=self.sort_keys).to_numpy()
+        return sort_permutation(key_table.columns, self.sort_keys).to_numpy()
 
 
 def _merge_round(active: list[_Cursor], order: _Order,

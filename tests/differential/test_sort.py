@@ -62,6 +62,40 @@ def test_full_sort(sql: str, options: dict) -> None:
     check(sql, TABLES, **options)
 
 
+def _integer_keys(rows: int, seed: int) -> pa.Table:
+    """Keys that the packed sort handles (integers, dates, timestamps, booleans)."""
+    rng = np.random.default_rng(seed)
+    day = rng.integers(18_000, 18_040, rows).astype(np.int32)
+    return pa.table({
+        "id": pa.array(np.arange(rows)),
+        "k": pa.array(rng.integers(-3, 4, rows), mask=rng.random(rows) < 0.1),
+        "u": pa.array(rng.integers(0, 200, rows).astype(np.uint8)),
+        "d": pa.array(day, mask=rng.random(rows) < 0.1).cast(pa.date32()),
+        "ts": pa.array(rng.integers(-10**12, 10**12, rows)).cast(pa.timestamp("us")),
+        "b": pa.array(rng.random(rows) < 0.5, mask=rng.random(rows) < 0.2),
+        "wide": pa.array(rng.integers(-(2**62), 2**62, rows)),  # too wide to pack with more
+    })
+
+
+PACKED_QUERIES = [
+    "SELECT k, id FROM w ORDER BY k DESC NULLS FIRST, id",
+    "SELECT k, u, id FROM w ORDER BY k NULLS LAST, u DESC, id DESC",
+    "SELECT d, b, id FROM w ORDER BY d DESC NULLS LAST, b NULLS FIRST, id",
+    "SELECT ts, k FROM w ORDER BY ts DESC",
+    "SELECT b, k, wide FROM w ORDER BY b, k, wide",
+    "SELECT k, d FROM w ORDER BY k NULLS FIRST, d",
+]
+
+
+@pytest.mark.parametrize("options", [
+    pytest.param({"batch_size": b, "target_partitions": p}, id=f"b{b}p{p}")
+    for b, p in ((7, 1), (8192, 1), (1000, 2), (8192, 3))])
+@pytest.mark.parametrize("sql", PACKED_QUERIES)
+def test_integer_keys(sql: str, options: dict) -> None:
+    """Enough rows per partition for the packed-key sort (and the merge of its runs)."""
+    check(sql, {"w": _integer_keys(12_000, 5)}, **options)
+
+
 def test_many_chunks_with_ties() -> None:
     """20,000 rows in 7-row batches (~2,900 chunks) on 3 partitions, 50 distinct keys: chunk
     boundaries inside runs of ties, every row kept once."""
