@@ -268,11 +268,17 @@ class HashWindowAggExec(ExecutionPlan):
         for i, w in enumerate(self.windows):
             groups.setdefault((tuple(w.partition_by), tuple(w.order_by)), []).append(i)
         order: list[int] = []
-        for (partition_by, order_by), indices in groups.items():
-            keys = [SortKey(e) for e in partition_by] + list(order_by)
-            if keys:
-                plan = SortExec(keys, plan, preserve_partitioning=True, headroom=headroom)
+        sorted_by: tuple[SortKey, ...] = ()  # the order of ``plan``'s rows
+        # longest sort keys first: a group whose keys are a prefix of the rows' order (the
+        # whole-partition aggregates of PARTITION BY p after ORDER BY p, k) needs no sort
+        for (partition_by, order_by), indices in sorted(
+                groups.items(), key=lambda group: -len(group[0][0]) - len(group[0][1])):
+            keys = tuple(SortKey(e) for e in partition_by) + tuple(order_by)
+            if keys and not _is_prefix(keys, sorted_by):
+                plan = SortExec(list(keys), plan, preserve_partitioning=True,
+                                headroom=headroom)
                 stages.append(plan)
+                sorted_by = keys
             windows = [self.windows[i] for i in indices]
             outputs = [self.outputs[i] for i in indices]
             if order_by and all(bounded_supported(w) for w in windows):

@@ -19,7 +19,7 @@ from plansight.engine.exec.events import ReservationChanged, SpillWritten
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.exec.spill import SpillWriter
 from plansight.engine.logical.expr import Column, SortKey, WindowCall
-from plansight.engine.physical import window_planning
+from plansight.engine.physical import sort, window_planning
 from plansight.engine.physical.plan import collect_partition
 from plansight.engine.physical.values import ValuesExec
 from plansight.engine.physical.window_agg import WindowAggExec
@@ -162,6 +162,30 @@ def test_ranking_and_lag_over_many_partitions(big, tmp_path):
     assert isinstance(run.plan.children()[0], HashWindowAggExec)
     _same_rows(run.result, _unlimited(big, RANKING))
     assert _spilled(run)["spill_count"] > 0
+
+
+def test_whole_partition_aggregates_reuse_the_running_frames_sort(big, tmp_path, monkeypatch):
+    # rows sorted by (g, o) for the running frame are sorted by g: the whole-partition
+    # aggregates over g need no second sort (which spilled every row again), whatever the
+    # order of the windows in the query
+    sql = ("SELECT o, count(*) OVER (PARTITION BY g) AS n, "
+           "sum(v) OVER (PARTITION BY g ORDER BY o) AS running, "
+           "max(v) OVER (PARTITION BY g) AS top FROM t")
+    sorts = []
+
+    class CountedSortExec(sort.SortExec):
+        def __init__(self, keys, *args, **kwargs):
+            sorts.append([str(key) for key in keys])
+            super().__init__(keys, *args, **kwargs)
+
+    monkeypatch.setattr(sort, "SortExec", CountedSortExec)
+    run, _ = _run_limited(big, sql, tmp_path)
+    assert isinstance(run.plan.children()[0], HashWindowAggExec)
+    assert len(sorts) == 1 and len(sorts[0]) == 2  # one sort, by (g, o)
+    spilled = _spilled(run)
+    assert 0 < spilled["spilled_rows"] < 3 * ROWS  # runs and one merge level at most
+    monkeypatch.undo()
+    _same_rows(run.result, _unlimited(big, sql))
 
 
 def test_a_spilling_aggregate_above_the_window_leaves_its_stages_room(big, tmp_path):
