@@ -35,8 +35,9 @@ import pytest
 LIMIT = "32MB"
 INPUT_BYTES = 500 * 2**20  # Arrow bytes of the generated table, at least
 PARTITIONS = 2
-BATCH_SIZE = 65536
-ROW_GROUP = 1 << 16  # rows per Parquet row group: the scan reads ~9 MB at a time
+# rows per batch and per Parquet row group (the scan's unit, ~2 MB): small against the limit,
+# since what the scan holds (a row group read and decoded per partition) is outside the pool
+BATCH_SIZE = ROW_GROUP = 16384
 GROUPS = 1_000_000  # distinct g (~4 rows each)
 WINDOW_PARTITIONS = 100_000  # window partitions (~40 rows each)
 
@@ -141,7 +142,7 @@ class Digest:
 
     def __init__(self):
         self.rows = 0
-        self.unordered = np.uint64(0)
+        self.unordered = np.zeros(1, np.uint64)  # an array: its sums wrap without a warning
         self.ordered = hashlib.blake2b(digest_size=16)
 
     def update(self, batch: pa.RecordBatch) -> None:
@@ -155,7 +156,7 @@ class Digest:
             self.ordered.update(h.tobytes())
 
     def result(self) -> dict:
-        return {"rows": self.rows, "unordered": int(self.unordered),
+        return {"rows": self.rows, "unordered": int(self.unordered[0]),
                 "ordered": self.ordered.hexdigest()}
 
 
@@ -216,14 +217,24 @@ def run_query(path: str, sql: str, limit: str | None, spill_dir: str) -> dict:
             "cpu_seconds": time.process_time() - start_cpu}
 
 
-def _in_subprocess(path: Path, sql: str, limit: str | None, spill_dir: Path) -> dict:
-    spill_dir.mkdir(exist_ok=True)
-    request = json.dumps({"path": str(path), "sql": sql, "limit": limit,
-                          "spill_dir": str(spill_dir)})
-    done = subprocess.run([sys.executable, __file__, request], check=False,
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.splitlines()[-1])
+def _in_subprocesses(path: Path, sql: str, runs: dict[str, str | None],
+                     tmp_path: Path) -> dict[str, dict]:
+    """``run_query`` for each memory limit of ``runs`` (name: limit), each in its own worker
+    process, all at once: separate processes, so each peak RSS is its own."""
+    workers = {}
+    for name, limit in runs.items():
+        spill_dir = tmp_path / name
+        spill_dir.mkdir()
+        request = json.dumps({"path": str(path), "sql": sql, "limit": limit,
+                              "spill_dir": str(spill_dir)})
+        workers[name] = subprocess.Popen([sys.executable, __file__, request], text=True,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    results = {}
+    for name, worker in workers.items():
+        out, err = worker.communicate(timeout=900)
+        assert worker.returncode == 0, f"{name} run failed:\n{err[-4000:]}"
+        results[name] = json.loads(out.splitlines()[-1])
+    return results
 
 
 # ---------------------------------------------------------------------------- tests
@@ -241,8 +252,8 @@ def test_spilled_result_matches_the_unlimited_run(data, tmp_path, name):
     from plansight.engine.exec.memory_pool import parse_memory_limit
 
     sql = CASES[name]
-    limited = _in_subprocess(data, sql, LIMIT, tmp_path / "limited")
-    unlimited = _in_subprocess(data, sql, None, tmp_path / "unlimited")
+    runs = _in_subprocesses(data, sql, {"limited": LIMIT, "unlimited": None}, tmp_path)
+    limited, unlimited = runs["limited"], runs["unlimited"]
     report = {key: limited[key] for key in ("rss_growth", "pool_peak", "spilled_bytes",
                                             "cpu_seconds", "seconds")}
     print(f"{name}: limited {report}, unlimited rss_growth={unlimited['rss_growth']} "
