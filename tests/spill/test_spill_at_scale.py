@@ -47,6 +47,9 @@ SCHEMA = pa.schema([("k", pa.int64()), ("g", pa.int64()), ("p", pa.int64()),
 CASES = {
     # wide rows (a ~100-byte string), NULLs among the keys, ties broken by the unique k
     "sort": "SELECT k, g, v, s FROM t ORDER BY v DESC NULLS LAST, k",
+    # ~1M groups whose state (a ~100-byte max(s) each) alone is 4x the limit
+    "aggregate": ("SELECT g, count(*) AS n, count(v) AS c, sum(v) AS total, min(v) AS lo, "
+                  "max(s) AS top FROM t GROUP BY g"),
     # the build side (half the rows with their strings, ~250 MB) is 8x the limit
     "join": ("SELECT a.k, a.v, b.s FROM t AS a JOIN (SELECT k, s FROM t WHERE g % 2 = 0) AS b "
              "ON a.k = b.k"),
