@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+
 from plansight.engine.source_ordering import (
     SourceSortKey,
     first_unsorted_row,
@@ -21,7 +22,6 @@ from plansight.engine.source_ordering import (
     stats_disprove_order,
     stats_prove_order,
 )
-
 from plansight.errors import PlanError
 
 

@@ -21,11 +21,11 @@ import pyarrow as pa
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from plansight.magic.extension import get_session
-from plansight.magic.result import QueryResult
 from sqlglot import exp
 
 from plansight.errors import Cancelled, InternalError, PlansightError
+from plansight.magic.extension import get_session
+from plansight.magic.result import QueryResult
 
 # Options that consume the next token; used to find where the SQL of a line magic starts.
 _VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size", "--trace"}

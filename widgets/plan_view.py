@@ -47,7 +47,6 @@ from plansight.engine.exec.events import (
     SpillWritten,
 )
 from plansight.engine.physical.scan import DataSourceExec
-
 from plansight.errors import Cancelled
 
 MAX_SKEW_PARTITIONS = 32  # partitions drawn per repartition; the rest are summarised

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+from pyarrow import ipc
+
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.events import SpillRead, SpillWritten
 from plansight.engine.exec.metrics import PartitionMetrics
-from pyarrow import ipc
 
 #: Arrow IPC buffer compression of spill files. lz4 over zstd: zstd files are ~20% smaller,
 #: but on the small batches a merge needs, zstd costs ~2x the time to write and to read.

@@ -35,6 +35,7 @@ aggregate (no GROUP BY) of decomposable functions folds what it holds into one s
 from __future__ import annotations
 
 import pyarrow as pa
+
 from plansight.engine.exec.memory_pool import AmortizedAccount
 from plansight.engine.functions.aggregate import (
     AggregateSpec,

@@ -11,7 +11,12 @@ import numpy as np
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.join_build import SharedBuild
 from plansight.engine.physical.join_output import JoinAssembler, join_schema
-from plansight.engine.physical.plan import SINGLE_PARTITION, UNSPECIFIED, ExecutionPlan, Partitioning
+from plansight.engine.physical.plan import (
+    SINGLE_PARTITION,
+    UNSPECIFIED,
+    ExecutionPlan,
+    Partitioning,
+)
 
 
 class NestedLoopJoinExec(ExecutionPlan):

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.events import OperatorFinished, OperatorStarted, RunProgress
 from plansight.engine.logical.expr import Expr, SortKey

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 
 import pyarrow as pa
+
 from plansight.engine.catalog import ScanUnit, TableSource
 from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical.plan import ExecutionPlan, Ordering, Partitioning

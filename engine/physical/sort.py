@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from plansight.engine.exec.spill import SpillFile, spill_manager
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.expressions import evaluate

@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
+
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.memory_pool import MemoryReservation
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.plan import UNSPECIFIED, ExecutionPlan, Partitioning
 from plansight.engine.physical.sort import sort_columns, sort_permutation
-
 from plansight.errors import PlanError
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from plansight.engine.functions.aggregate import (
     AggregateSpec,
     aggregate_table,

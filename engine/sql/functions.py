@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import sqlglot.expressions as exp
+
 from plansight.engine.functions.scalar import (
     BINDERS,
     cast_expr,
@@ -24,7 +25,6 @@ from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.conditional import bind_case
 from plansight.engine.functions.scalar.temporal import interval_literal, parse_interval_text
 from plansight.engine.logical.expr import Expr, Literal
-
 from plansight.errors import NotSupportedError, PlanError
 
 Bind = Callable[[exp.Expression], Expr]

@@ -16,10 +16,10 @@ from pathlib import Path
 import nbclient
 import nbformat
 import pytest
-from plansight.magic.magic import split_options
 
 import plansight as ps
 from plansight.datasets import load_sample
+from plansight.magic.magic import split_options
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"

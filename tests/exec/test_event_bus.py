@@ -9,6 +9,8 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.catalog import MemorySource
 from plansight.engine.exec.events import (
     BatchProduced,
@@ -25,10 +27,8 @@ from plansight.engine.exec.events import (
     SpillWritten,
     _Delivery,
 )
-from plansight.profiling.timeline import build_timeline
-
-import plansight as ps
 from plansight.errors import Cancelled, ExecutionError
+from plansight.profiling.timeline import build_timeline
 
 LIFECYCLE = (QueryStarted, QueryFinished, QueryFailed, QueryCancelled, OperatorStarted,
              OperatorFinished, SpillWritten, RepartitionOutput)

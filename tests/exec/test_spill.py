@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.events import EventBus, SpillRead, SpillWritten
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.exec.spill import spill_manager
-
 from plansight.errors import Cancelled
 
 

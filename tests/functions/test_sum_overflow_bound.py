@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from plansight.engine.functions import aggregate
 
 import plansight as ps
+from plansight.engine.functions import aggregate
 from plansight.errors import ExecutionError
 from tests.differential.harness import check
 

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 from IPython import get_ipython
 from IPython.testing.globalipapp import start_ipython
-from plansight.magic import QueryResult, get_session, set_session
 
 import plansight as ps
 from plansight.errors import InternalError
+from plansight.magic import QueryResult, get_session, set_session
 
 
 @pytest.fixture

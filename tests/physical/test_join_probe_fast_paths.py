@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from plansight.engine.physical import hash_join
 from plansight.engine.physical.dynamic_filter import DynamicFilter
 from plansight.engine.physical.join_output import expand_matches
-
 from tests.differential.harness import check
 
 

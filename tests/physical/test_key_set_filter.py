@@ -14,10 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from plansight.engine.physical import planner
-from plansight.engine.physical.dynamic_filter import KEY_SET_MAX, DynamicFilter
 
 import plansight as ps
+from plansight.engine.physical import planner
+from plansight.engine.physical.dynamic_filter import KEY_SET_MAX, DynamicFilter
 from tests.differential.harness import assert_same, check, run_duckdb
 
 

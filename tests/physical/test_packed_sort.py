@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+
 from plansight.engine.physical.packed_sort import MIN_ROWS, packed_sort_indices
 
 ROWS = MIN_ROWS + 904

@@ -8,14 +8,14 @@ import threading
 import numpy as np
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.events import EventBus, RepartitionOutput
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
 from plansight.engine.physical.repartition import RepartitionExec, hash_rows
-
-import plansight as ps
 from tests.differential.harness import check
 
 SCHEMA = pa.schema([("input#1", pa.int64()), ("seq#2", pa.int64()), ("key#3", pa.int64())])

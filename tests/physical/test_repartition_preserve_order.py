@@ -7,6 +7,8 @@ import random
 
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column, SortKey
@@ -14,8 +16,6 @@ from plansight.engine.physical import window_planning
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
 from plansight.engine.physical.repartition import RepartitionExec
 from plansight.engine.physical.sort import sort_indices
-
-import plansight as ps
 from plansight.errors import ExecutionError, PlanError
 from tests.differential.harness import check
 

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column, SortKey
@@ -17,7 +18,6 @@ from plansight.engine.physical.sort_preserving_merge import (
     SortPreservingMergeExec,
     merge_sorted,
 )
-
 from plansight.errors import PlanError
 
 K = Column(1, "k", pa.int64())

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.functions.aggregate import AggregateSpec
@@ -13,8 +15,6 @@ from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical.aggregate import AggregateExec
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
 from plansight.engine.physical.sorted_groups import run_starts
-
-import plansight as ps
 from tests.differential.harness import check
 from tests.differential.tables import ALL
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.logical.expr import Call, Column, Literal, SortKey
 from plansight.engine.physical import planner
 from plansight.engine.physical.equivalence import Equivalences, constants
@@ -13,8 +15,6 @@ from plansight.engine.physical.plan import (
     hash_distribution,
     ordering_satisfies,
 )
-
-import plansight as ps
 from tests.differential.harness import check
 
 PARTITIONS = [1, 2, 3, 8]

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical import planner
 from plansight.engine.physical.equivalence import Equivalences
 from plansight.engine.physical.plan import Partitioning, hash_distribution, ordering_satisfies
-
-import plansight as ps
 from tests.differential.harness import check
 
 PARTITIONS = [1, 2, 3, 8]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import SortKey
@@ -16,8 +18,6 @@ from plansight.engine.physical_optimizer.ensure_requirements import (
     ensure_requirements,
     ensure_single_output,
 )
-
-import plansight as ps
 
 N = 1000
 

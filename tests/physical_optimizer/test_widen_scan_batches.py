@@ -7,9 +7,9 @@ import re
 
 import pyarrow as pa
 import pytest
-from plansight.engine.physical_optimizer.widen_scan_batches import AGGREGATE_BATCH_FACTOR
 
 import plansight as ps
+from plansight.engine.physical_optimizer.widen_scan_batches import AGGREGATE_BATCH_FACTOR
 from tests.differential.harness import check
 
 

@@ -9,10 +9,10 @@ import pytest
 from IPython import get_ipython
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
-from plansight.magic import QueryResult, set_session
-from plansight.profiling import Profile
 
 import plansight as ps
+from plansight.magic import QueryResult, set_session
+from plansight.profiling import Profile
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from xml.etree import ElementTree
 
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.exec.events import (
     BatchProduced,
     OperatorFinished,
@@ -35,8 +37,6 @@ from plansight.profiling import (
 )
 from plansight.profiling.plots import gantt_svg, memory_svg
 from plansight.profiling.timeline import plan_operators
-
-import plansight as ps
 
 MODULES = ["plansight.profiling", "plansight.profiling.sampler", "plansight.profiling.timeline",
            "plansight.profiling.trace_export", "plansight.profiling.profile",

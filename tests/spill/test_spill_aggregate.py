@@ -9,9 +9,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
-from plansight.engine.exec.events import ReservationChanged
 
 import plansight as ps
+from plansight.engine.exec.events import ReservationChanged
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+
+import plansight as ps
 from plansight.engine.exec.events import ReservationChanged, SpillRead, SpillWritten
 from plansight.engine.exec.spill import SpillManager, SpillWriter
 from plansight.engine.physical import sort as sort_module
-
-import plansight as ps
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
 from tests.differential.harness import assert_same, run_duckdb
 

@@ -192,11 +192,10 @@ def _peak_rss() -> int:
 
 def run_query(path: str, sql: str, limit: str | None, spill_dir: str) -> dict:
     """Run ``sql`` as Query.execute does, digesting the batches instead of keeping them."""
+    import plansight as ps
     from plansight.engine.exec.context import TaskContext
     from plansight.engine.exec.events import EventBus, ReservationChanged, SpillWritten
     from plansight.engine.exec.memory_pool import MemoryPool
-
-    import plansight as ps
 
     session = ps.Session(target_partitions=PARTITIONS, memory_limit=limit or "1TB",
                          batch_size=BATCH_SIZE, spill_dir=spill_dir)

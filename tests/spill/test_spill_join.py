@@ -11,11 +11,11 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.exec.events import ReservationChanged, SpillWritten
 from plansight.engine.exec.spill import SpillManager, SpillWriter
 from plansight.engine.physical import planner
-
-import plansight as ps
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -8,14 +8,14 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.events import EventBus, ReservationChanged, SpillRead, SpillWritten
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
 from plansight.engine.physical.repartition import RepartitionExec
-
-import plansight as ps
 
 SCHEMA = pa.schema([("seq#1", pa.int64()), ("key#2", pa.int64()), ("pad#3", pa.string())])
 BATCH_ROWS = 1000

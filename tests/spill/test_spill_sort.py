@@ -8,6 +8,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.events import ReservationChanged, SpillRead, SpillWritten
 from plansight.engine.exec.memory_pool import MemoryPool
@@ -17,8 +19,6 @@ from plansight.engine.physical import sort as sort_module
 from plansight.engine.physical.plan import collect_partition
 from plansight.engine.physical.sort import SortExec
 from plansight.engine.physical.values import ValuesExec
-
-import plansight as ps
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
 
 LIMIT = 8_000_000

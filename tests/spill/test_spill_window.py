@@ -14,6 +14,8 @@ import re
 import numpy as np
 import pyarrow as pa
 import pytest
+
+import plansight as ps
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.events import ReservationChanged, SpillWritten
 from plansight.engine.exec.memory_pool import MemoryPool
@@ -24,10 +26,8 @@ from plansight.engine.physical.plan import collect_partition
 from plansight.engine.physical.values import ValuesExec
 from plansight.engine.physical.window_agg import WindowAggExec
 from plansight.engine.physical.window_hash_agg import HashWindowAggExec
-from tests.differential.harness import assert_same, run_duckdb
-
-import plansight as ps
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
+from tests.differential.harness import assert_same, run_duckdb
 
 LIMIT = 4_000_000
 ROWS = 640_000  # ~20 MB: 5x the limit

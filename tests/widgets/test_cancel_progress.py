@@ -13,12 +13,12 @@ import comm
 import pyarrow as pa
 import pytest
 from comm.base_comm import BaseComm
-from plansight.engine.catalog import ScanUnit, TableSource
-from plansight.widgets import plan_view
-from plansight.widgets.plan_view import QueryMonitor, clicks_reach_busy_kernel
 
 import plansight as ps
+from plansight.engine.catalog import ScanUnit, TableSource
 from plansight.errors import Cancelled
+from plansight.widgets import plan_view
+from plansight.widgets.plan_view import QueryMonitor, clicks_reach_busy_kernel
 
 
 class RecordingComm(BaseComm):

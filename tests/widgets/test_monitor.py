@@ -8,11 +8,11 @@ import time
 
 import pyarrow as pa
 import pytest
-from plansight.engine.exec.events import BatchProduced, OperatorStarted, QueryStarted
-from plansight.widgets.plan_view import QueryMonitor, plan_rows, render_html, render_text
 
 import plansight as ps
+from plansight.engine.exec.events import BatchProduced, OperatorStarted, QueryStarted
 from plansight.errors import PlanError
+from plansight.widgets.plan_view import QueryMonitor, plan_rows, render_html, render_text
 
 
 def chunked(n: int, chunk: int) -> pa.Table:

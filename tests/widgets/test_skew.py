@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from plansight.widgets.plan_view import QueryMonitor, render_html, render_text, skew_summary
 
 import plansight as ps
+from plansight.widgets.plan_view import QueryMonitor, render_html, render_text, skew_summary
 
 
 def test_skew_summary():

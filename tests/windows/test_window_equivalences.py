@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from plansight.engine.physical import planner, window_planning
 
 import plansight as ps
+from plansight.engine.physical import planner, window_planning
 from tests.differential.harness import check
 
 PARTITIONS = [1, 2, 3, 8]

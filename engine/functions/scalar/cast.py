@@ -20,10 +20,10 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.vector import Value, is_scalar, null_where
 from plansight.engine.logical.expr import Cast, Expr, Literal
-
 from plansight.errors import ExecutionError, PlanError
 
 _NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"

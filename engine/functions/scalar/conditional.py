@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import can_cast, cast_expr
 from plansight.engine.functions.scalar.comparison import unify_operands
@@ -26,7 +27,6 @@ from plansight.engine.functions.scalar.registry import (
 )
 from plansight.engine.functions.scalar.vector import Value, broadcast, finish
 from plansight.engine.logical.expr import Call, Expr, Literal
-
 from plansight.errors import PlanError
 
 

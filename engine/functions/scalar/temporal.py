@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from plansight.engine.functions.scalar import calendar as C
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import cast_expr
@@ -35,7 +36,6 @@ from plansight.engine.functions.scalar.vector import (
     to_numpy,
 )
 from plansight.engine.logical.expr import Call, Expr, Literal
-
 from plansight.errors import ExecutionError, NotSupportedError, PlanError, did_you_mean
 
 _UNIT_FIELDS = {  # unit -> (months, days, microseconds) per 1

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 
 import pyarrow as pa
-from plansight.engine.logical.expr import Cast, Expr, Literal
 
+from plansight.engine.logical.expr import Cast, Expr, Literal
 from plansight.errors import PlanError
 
 MAX_DECIMAL_PRECISION = 38

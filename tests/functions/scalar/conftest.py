@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 import sqlglot
 import sqlglot.expressions as exp
+
 from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
 from plansight.engine.logical.expr import Call, Cast, Column, Expr, Literal
 from plansight.engine.sql.functions import bind_scalar_node

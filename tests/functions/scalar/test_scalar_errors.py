@@ -10,6 +10,7 @@ import re
 import pyarrow as pa
 import pytest
 from conftest import bind_sql, evaluate_column
+
 from plansight.engine.functions.scalar import (
     cast_expr,
     common_supertype,
@@ -18,7 +19,6 @@ from plansight.engine.functions.scalar import (
     resolve_operator,
 )
 from plansight.engine.logical.expr import Call, Column, Literal
-
 from plansight.errors import ExecutionError, NotSupportedError, PlanError
 
 

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
+
 from plansight.engine.functions.window import FrameBound, FrameSpec, evaluate_window
 
 N, PARTITIONS = 1_000_000, 6_666

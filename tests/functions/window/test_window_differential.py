@@ -7,7 +7,6 @@ import zlib
 
 import pyarrow as pa
 import pytest
-from plansight.engine.functions.window import FrameBound, FrameSpec
 from window_oracle import (
     Call,
     Const,
@@ -18,6 +17,8 @@ from window_oracle import (
     random_table,
     sort_rows,
 )
+
+from plansight.engine.functions.window import FrameBound, FrameSpec
 
 # (start kind, end kind) pairs SQL allows
 _BOUND_PAIRS = [

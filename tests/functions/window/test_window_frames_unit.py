@@ -10,6 +10,7 @@ import importlib
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from plansight.engine.functions.window import (
     DEFAULT_FRAME_WITH_ORDER,
     WHOLE_PARTITION,
@@ -22,7 +23,6 @@ from plansight.engine.functions.window import (
     window_return_type,
 )
 from plansight.engine.functions.window.sparse_table import RangeExtremum
-
 from plansight.errors import NotSupportedError, PlanError
 
 UP, UF, CR = (FrameBound("unbounded_preceding"), FrameBound("unbounded_following"),

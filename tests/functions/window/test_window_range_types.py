@@ -15,8 +15,9 @@ import zlib
 
 import pyarrow as pa
 import pytest
-from plansight.engine.functions.window import FrameBound, FrameSpec
 from window_oracle import Call, compare, oracle, order_sql, ours, random_table, sort_rows
+
+from plansight.engine.functions.window import FrameBound, FrameSpec
 
 D = decimal.Decimal
 HOUR_NS = 3600 * 10**9

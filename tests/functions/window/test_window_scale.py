@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from plansight.engine.functions.window import FrameBound, FrameSpec
 from window_oracle import Call, Const, compare, oracle, order_sql, ours, sort_rows
+
+from plansight.engine.functions.window import FrameBound, FrameSpec
 
 P, F = (lambda k: FrameBound("preceding", k)), (lambda k: FrameBound("following", k))
 UP, UF, CR = (FrameBound("unbounded_preceding"), FrameBound("unbounded_following"),

@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from plansight.engine.functions.window import FrameSpec, evaluate_window
 
 
