@@ -1239,10 +1239,7 @@ def _plan_grouping_sets(plan, group_exprs, grouping_sets, collector):
 
 
 def _constant_table(names: list[str], rows: list[tuple], types: list[pa.DataType]):
-    """A VALUES plan of Python values (statement results such as DESCRIBE); no rows: empty."""
+    """A VALUES plan of Python values (statement results such as DESCRIBE and SHOW TABLES)."""
     columns = tuple(Column(next_id(), n, t) for n, t in zip(names, types))
-    if not rows:
-        empty = lp.Values(columns, (tuple(Literal(None, t) for t in types),))
-        return lp.Filter(empty, Literal(False, pa.bool_()))
     return lp.Values(columns, tuple(tuple(Literal(v, t) for v, t in zip(row, types))
                                     for row in rows))
