@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from plansight.engine.errors import PlanError
 from plansight.engine.source_ordering import (
     SourceSortKey,
     first_unsorted_row,
@@ -22,7 +23,6 @@ from plansight.engine.source_ordering import (
     stats_disprove_order,
     stats_prove_order,
 )
-from plansight.errors import PlanError
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.errors import PlanError, did_you_mean
+from plansight.engine.errors import PlanError, did_you_mean
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pytest
 MODULES = ["plansight", "plansight.session", "plansight.query", "plansight.errors",
            "plansight.datasets", "plansight.engine.exec.memory_pool",
            "plansight.engine.optimizer.fold_constants", "plansight.engine.optimizer.push_down_limit",
-           "plansight.engine.physical.join_output"]
+           "plansight.engine.physical.joins.output"]
 
 
 @pytest.mark.parametrize("name", MODULES)

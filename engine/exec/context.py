@@ -8,10 +8,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from plansight.engine.errors import Cancelled
 from plansight.engine.exec.events import EventBus
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.exec.metrics import MetricsRegistry
-from plansight.errors import Cancelled
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from plansight.errors import ResourcesExhausted
+from plansight.engine.errors import ResourcesExhausted
 
 
 def parse_memory_limit(value: int | float | str | None) -> int | None:

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.errors import ExecutionError, PlanError, did_you_mean
+from plansight.engine.errors import ExecutionError, PlanError, did_you_mean
 
 NUMERIC_RESULT = {"avg", "mean", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
                   "var_pop", "median", "quantile_cont"}

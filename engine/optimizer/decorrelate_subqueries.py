@@ -17,8 +17,12 @@ from dataclasses import replace
 
 import pyarrow as pa
 
+from plansight.engine.errors import NotSupportedError
+from plansight.engine.functions.scalar import resolve_operator
+from plansight.engine.functions.scalar.conditional import bind_case
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import (
+    AggregateCall,
     Call,
     Column,
     Expr,
@@ -32,8 +36,8 @@ from plansight.engine.logical.expr import (
     transform,
     walk,
 )
+from plansight.engine.optimizer.fold_constants import fold
 from plansight.engine.optimizer.rewrite import produced_ids
-from plansight.errors import NotSupportedError
 
 
 def decorrelate_subqueries(plan: lp.LogicalPlan) -> lp.LogicalPlan:
@@ -101,7 +105,6 @@ def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
             # x NOT IN (SELECT y ... WHERE corr) is NOT EXISTS (... WHERE corr AND (x = y OR
             # y IS NULL OR x IS NULL)): a NULL only matters among the rows that correlate,
             # which the null-aware hash join (NULL anywhere in the build side) cannot tell
-            from plansight.engine.functions.scalar import resolve_operator
 
             match = resolve_operator("or", [
                 match, resolve_operator("is_null", [inner.columns[0]], {}),
@@ -132,8 +135,6 @@ def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
         if correlated and empty is not None:
             # rows without a correlated match get the subquery's value over an empty group
             # (COUNT = 0, coalesce(sum(x), 0) = 0, ...), not the left join's NULL
-            from plansight.engine.functions.scalar import resolve_operator
-            from plansight.engine.functions.scalar.conditional import bind_case
 
             marker = Column(next_id(), "__matched", pa.bool_())
             inner = lp.Projection(inner, inner.columns + (Literal(True, pa.bool_()),),
@@ -164,7 +165,6 @@ def _at_most_one_row(inner: lp.LogicalPlan, value: Column, correlated: list[Expr
     Plans that cannot return two rows are left alone (an aggregate without GROUP BY, LIMIT 1),
     and so are non-equality correlations (not checked yet).
     """
-    from plansight.engine.logical.expr import AggregateCall
 
     node = inner
     while isinstance(node, (lp.Projection, lp.Sort)):
@@ -203,9 +203,6 @@ def _mark_subquery(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalP
     Correlation must be through equalities (inner = outer); other shapes raise
     NotSupportedError.
     """
-    from plansight.engine.functions.scalar import resolve_operator
-    from plansight.engine.functions.scalar.conditional import bind_case
-    from plansight.engine.logical.expr import AggregateCall
 
     def op(name: str, *args: Expr) -> Expr:
         return resolve_operator(name, list(args), {})
@@ -362,7 +359,6 @@ def _empty_group_value(plan: lp.LogicalPlan, value: Column, grouped: list[lp.Agg
     """The value of a decorrelated scalar subquery for an outer row without correlated rows:
     its select expression over the aggregates of an empty group (COUNT 0, others NULL).
     None when that is NULL (the left join's NULL is then right)."""
-    from plansight.engine.optimizer.fold_constants import fold
 
     counts = any(a.func in ("count", "count_star") for g in grouped for a in g.aggregates)
     expr: Expr = value

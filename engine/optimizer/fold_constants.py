@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from plansight.engine.errors import PlansightError
+from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
 from plansight.engine.logical.expr import Call, Cast, Expr, Literal, is_volatile, transform
 from plansight.engine.logical.plan import LogicalPlan, transform_plan
-from plansight.errors import PlansightError
+from plansight.engine.optimizer.rewrite import map_expressions
 
 
 def fold(expr: Expr) -> Expr:
@@ -32,7 +34,6 @@ def _fold_node(expr: Expr) -> Expr:
         return expr
     if isinstance(expr, Call) and expr.func in ("random", "uuid", "current_date", "now"):
         return expr
-    from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
 
     try:
         args = [pa.scalar(c.value, c.type) for c in expr.children()]
@@ -63,6 +64,5 @@ def _simplify_boolean(expr: Call) -> Expr | None:
 
 def fold_constants(plan: LogicalPlan) -> LogicalPlan:
     """Fold every expression of every node."""
-    from plansight.engine.optimizer.rewrite import map_expressions
 
     return transform_plan(plan, lambda node: map_expressions(node, fold))

@@ -6,9 +6,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import InternalError
 from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
 from plansight.engine.logical.expr import Call, Cast, Column, Expr, Literal
-from plansight.errors import InternalError
 
 
 def evaluate(expr: Expr, batch: pa.RecordBatch | pa.Table) -> pa.Array:

@@ -9,26 +9,28 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from plansight.engine.errors import InternalError
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.functions.aggregate import AggregateSpec, is_decomposable, partial_specs
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.estimate import estimate_rows
 from plansight.engine.logical.expr import Call, Column, Expr, Literal, next_id
-from plansight.engine.physical.aggregate import AggregateExec
+from plansight.engine.optimizer.push_down_filters import pruning_hint
+from plansight.engine.physical.aggregates.aggregate import AggregateExec
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.filter import FilterExec
-from plansight.engine.physical.hash_join import HashJoinExec
+from plansight.engine.physical.joins.hash_join import HashJoinExec
+from plansight.engine.physical.joins.nested_loop_join import NestedLoopJoinExec
 from plansight.engine.physical.limit import GlobalLimitExec
-from plansight.engine.physical.nested_loop_join import NestedLoopJoinExec
 from plansight.engine.physical.plan import ExecutionPlan, hash_distribution, ordering_satisfies
 from plansight.engine.physical.projection import ProjectionExec
 from plansight.engine.physical.scan import DataSourceExec
-from plansight.engine.physical.sort import SortExec
-from plansight.engine.physical.sort_preserving_merge import SortPreservingMergeExec
+from plansight.engine.physical.sorts.sort import SortExec
+from plansight.engine.physical.sorts.sort_preserving_merge import SortPreservingMergeExec
 from plansight.engine.physical.union import UnionExec
 from plansight.engine.physical.values import ValuesExec
-from plansight.errors import InternalError
+from plansight.engine.physical.windows.planning import plan_window, stacked_windows
 
 _SWAPPED = {"inner": "inner", "left": "right", "right": "left", "full": "full",
             "semi": "right_semi", "anti": "right_anti"}
@@ -57,7 +59,6 @@ class PhysicalPlanner:
         return method(node)
 
     def _plan_tablescan(self, node: lp.TableScan) -> ExecutionPlan:
-        from plansight.engine.optimizer.push_down_filters import pruning_hint
 
         hints = tuple(h for h in (pruning_hint(f, node) for f in node.filters) if h is not None)
         return DataSourceExec(node.source, list(node.projection), schema_of(node.columns),
@@ -172,7 +173,6 @@ class PhysicalPlanner:
         return AggregateExec(pre, keys, specs, schema)
 
     def _plan_window(self, node: lp.Window) -> ExecutionPlan:
-        from plansight.engine.physical.window_planning import plan_window, stacked_windows
 
         windows, outputs, below = stacked_windows(node)
         return plan_window(windows, outputs, self.plan(below), self.config)

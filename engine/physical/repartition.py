@@ -44,13 +44,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import PlanError
 from plansight.engine.exec.events import RepartitionOutput
 from plansight.engine.exec.spill import SpillWriter, spill_manager
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
-from plansight.engine.physical.sort_preserving_merge import merge_sorted
-from plansight.errors import PlanError
+from plansight.engine.physical.sorts.merge import merge_sorted
 
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 

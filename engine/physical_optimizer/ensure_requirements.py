@@ -20,7 +20,9 @@ from __future__ import annotations
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
 from plansight.engine.physical.limit import GlobalLimitExec
 from plansight.engine.physical.plan import ExecutionPlan, ordering_satisfies
-from plansight.engine.physical.sort import SortExec
+from plansight.engine.physical.repartition import RepartitionExec
+from plansight.engine.physical.sorts.sort import SortExec
+from plansight.engine.physical.sorts.sort_preserving_merge import SortPreservingMergeExec
 
 
 def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> ExecutionPlan:
@@ -60,7 +62,6 @@ def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> Executio
 def _presorted(sort: SortExec, child: ExecutionPlan) -> ExecutionPlan:
     """What ``sort`` becomes over a ``child`` whose partitions are already sorted by its keys."""
     if child.output_partitioning().count > 1 and not sort.preserve_partitioning:
-        from plansight.engine.physical.sort_preserving_merge import SortPreservingMergeExec
 
         return SortPreservingMergeExec(list(sort.keys), child, fetch=sort.fetch)
     if sort.fetch is None:
@@ -71,17 +72,12 @@ def _presorted(sort: SortExec, child: ExecutionPlan) -> ExecutionPlan:
 def _merge(child: ExecutionPlan) -> ExecutionPlan:
     ordering = child.output_ordering()
     if ordering and child.equivalences().significant_keys(ordering):  # not only constants
-        try:
-            from plansight.engine.physical.sort_preserving_merge import SortPreservingMergeExec
-        except ImportError:
-            return SortExec(list(ordering), CoalescePartitionsExec(child))
         return SortPreservingMergeExec(list(ordering), child)
     return CoalescePartitionsExec(child)
 
 
 def _repartition(child: ExecutionPlan, exprs, target_partitions: int,
                  preserve_order: bool = False) -> ExecutionPlan:
-    from plansight.engine.physical.repartition import RepartitionExec
 
     return RepartitionExec(child, "hash", target_partitions, tuple(exprs), preserve_order)
 

@@ -15,12 +15,12 @@ from plansight.engine.logical.expr import Column, Expr
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
 from plansight.engine.physical.dynamic_filter import DynamicFilter
 from plansight.engine.physical.filter import FilterExec
-from plansight.engine.physical.hash_join import HashJoinExec
+from plansight.engine.physical.joins.hash_join import HashJoinExec
 from plansight.engine.physical.plan import ExecutionPlan
 from plansight.engine.physical.projection import ProjectionExec
 from plansight.engine.physical.repartition import RepartitionExec
 from plansight.engine.physical.scan import DataSourceExec
-from plansight.engine.physical.sort import SortExec
+from plansight.engine.physical.sorts.sort import SortExec
 
 # probe rows without a match never reach the output of these join types
 _PROBE_DROPPING = ("inner", "left", "left_semi", "left_anti", "right_semi")

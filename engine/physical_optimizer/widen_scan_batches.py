@@ -14,9 +14,9 @@ batch boundaries) the aggregate still receives many small batches.
 from __future__ import annotations
 
 from plansight.engine.exec.context import SessionConfig
-from plansight.engine.physical.aggregate import AggregateExec
+from plansight.engine.physical.aggregates.aggregate import AggregateExec
 from plansight.engine.physical.filter import FilterExec
-from plansight.engine.physical.hash_join import HashJoinExec
+from plansight.engine.physical.joins.hash_join import HashJoinExec
 from plansight.engine.physical.plan import ExecutionPlan
 from plansight.engine.physical.projection import ProjectionExec
 from plansight.engine.physical.scan import DataSourceExec

@@ -22,8 +22,11 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from plansight.engine.errors import NotSupportedError, PlanError, did_you_mean
+from plansight.engine.functions import window as wf
 from plansight.engine.functions.aggregate import aggregate_return_type
-from plansight.engine.functions.scalar.types import integer_literal_type
+from plansight.engine.functions.scalar import cast_expr, common_supertype, resolve_function
+from plansight.engine.functions.scalar.types import integer_literal_type, type_name
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import (
     AggregateCall,
@@ -37,7 +40,8 @@ from plansight.engine.logical.expr import (
     next_id,
     walk,
 )
-from plansight.errors import NotSupportedError, PlanError, did_you_mean
+from plansight.engine.optimizer.fold_constants import fold
+from plansight.engine.sql.functions import bind_scalar_node
 
 # sqlglot aggregate node classes -> our aggregate names
 _AGGREGATE_NODES: dict[type, str] = {
@@ -158,7 +162,6 @@ class Binder:
 
     def _describe(self, target: exp.Expression) -> lp.LogicalPlan:
         """DESCRIBE table / DESCRIBE query: one row per output column, in DuckDB's layout."""
-        from plansight.engine.functions.scalar.types import type_name
 
         query = exp.select("*").from_(target) if isinstance(target, exp.Table) else target
         columns = self.bind_query(query, None).columns
@@ -337,7 +340,6 @@ class Binder:
                              ) -> lp.LogicalPlan:
         """FULL JOIN ... USING: each USING column becomes COALESCE(left, right), visible
         unqualified (and in SELECT *) where the left column was; t.k / u.k stay resolvable."""
-        from plansight.engine.functions.scalar import resolve_function
 
         exprs, outputs = list(plan.columns), list(plan.columns)
         for entry, lcol, rcol in merged:
@@ -588,7 +590,6 @@ class Binder:
         return lp.Limit(plan, skip, fetch)
 
     def _constant_int(self, node, clause: str) -> int | None:
-        from plansight.engine.optimizer.fold_constants import fold
 
         bound = fold(self.bind_expr(node, Scope()))
         if not isinstance(bound, Literal) or (bound.value is not None and
@@ -655,7 +656,6 @@ class Binder:
         if len(left.columns) != len(right.columns):
             raise PlanError(f"{type(node).__name__.upper()} inputs have different column "
                             f"counts: {len(left.columns)} and {len(right.columns)}")
-        from plansight.engine.functions.scalar import cast_expr, common_supertype
 
         types = [common_supertype([a.type, b.type], f"{type(node).__name__.upper()} column "
                                   f"{a.name!r}") for a, b in zip(left.columns, right.columns)]
@@ -703,7 +703,6 @@ class Binder:
         widths = {len(r) for r in rows}
         if len(widths) != 1:
             raise PlanError("VALUES rows have different numbers of columns")
-        from plansight.engine.functions.scalar import cast_expr, common_supertype
 
         types = [common_supertype([r[i].type for r in rows], f"VALUES column {i + 1}")
                  for i in range(widths.pop())]
@@ -718,7 +717,6 @@ class Binder:
     # -- expressions ----------------------------------------------------------
     def bind_expr(self, node: exp.Expression, scope: Scope, collector=None) -> Expr:
         """Bind a scalar expression; aggregates/windows only through a collector."""
-        from plansight.engine.sql.functions import bind_scalar_node
 
         def bind(child: exp.Expression) -> Expr:
             return self.bind_expr(child, scope, collector)
@@ -800,7 +798,6 @@ class Binder:
         if kind == "in":
             if len(plan.columns) != 1:
                 raise PlanError("the subquery of IN must return one column")
-            from plansight.engine.functions.scalar import cast_expr, common_supertype
 
             target = common_supertype([needle.type, plan.columns[0].type], "IN (subquery)")
             if needle.type != target:
@@ -811,7 +808,6 @@ class Binder:
         return SubqueryExpr("exists", plan, pa.bool_())
 
     def _typed_call(self, func: str, args: list[Expr]) -> Expr:
-        from plansight.engine.sql.functions import bind_scalar_node
 
         symbols = {"eq": exp.EQ, "and": exp.And}
         if func in symbols:
@@ -826,7 +822,6 @@ class Binder:
         if expr.type != pa.bool_() and not pa.types.is_null(expr.type):
             raise PlanError(f"{clause} needs a BOOLEAN condition, got {expr.type}: {expr}")
         if pa.types.is_null(expr.type):  # WHERE NULL: a typed false-ish condition, no rows
-            from plansight.engine.functions.scalar import cast_expr
             return cast_expr(expr, pa.bool_())
         return expr
 
@@ -965,7 +960,6 @@ class _Collector:
         result_type = aggregate_return_type(name, [a.type for a in args])
         order_keys = self._aggregate_order(name, node, order_nodes, args, distinct)
         if name == "string_agg" and args and args[0].type != pa.string():
-            from plansight.engine.functions.scalar import cast_expr
             args = (cast_expr(args[0], pa.string()),)
         if order_keys:
             # the ORDER BY keys travel as extra arguments (so projections and pushdown see
@@ -992,7 +986,6 @@ class _Collector:
         return keys
 
     def _window(self, node: exp.Window) -> WindowCall:
-        from plansight.engine.functions import window as wf
 
         spec_node = node
         base_name = node.args.get("alias")
@@ -1079,7 +1072,6 @@ class _Collector:
                     return wf.FrameBound(f"unbounded_{side or 'preceding'}")
                 if text == "CURRENT ROW":
                     return wf.FrameBound("current_row")
-            from plansight.engine.optimizer.fold_constants import fold
 
             offset = fold(self.binder.bind_expr(value, Scope(), None))
             if not isinstance(offset, Literal):

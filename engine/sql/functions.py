@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import sqlglot.expressions as exp
 
+from plansight.engine.errors import NotSupportedError, PlanError
 from plansight.engine.functions.scalar import (
     BINDERS,
     cast_expr,
@@ -23,9 +24,8 @@ from plansight.engine.functions.scalar import (
 )
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.conditional import bind_case
-from plansight.engine.functions.scalar.temporal import interval_literal, parse_interval_text
+from plansight.engine.functions.scalar.temporal_values import interval_literal, parse_interval_text
 from plansight.engine.logical.expr import Expr, Literal
-from plansight.errors import NotSupportedError, PlanError
 
 Bind = Callable[[exp.Expression], Expr]
 

@@ -18,7 +18,7 @@ from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from plansight.errors import SqlSyntaxError
+from plansight.engine.errors import SqlSyntaxError
 
 
 class _Dialect(DuckDB):

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 import plansight as ps
-from plansight.engine.physical import hash_join
+from plansight.engine.physical.joins import hash_join
 
 
 @pytest.mark.parametrize("max_code", [1 << 62, 64, 8])

@@ -7,9 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from plansight.engine.physical import hash_join
 from plansight.engine.physical.dynamic_filter import DynamicFilter
-from plansight.engine.physical.join_output import expand_matches
+from plansight.engine.physical.joins import hash_join
+from plansight.engine.physical.joins.output import expand_matches
 from tests.differential.harness import check
 
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from plansight.engine.physical.packed_sort import MIN_ROWS, packed_sort_indices
+from plansight.engine.physical.sorts.packed_sort import MIN_ROWS, packed_sort_indices
 
 ROWS = MIN_ROWS + 904
 ORDERS = list(itertools.product(["ascending", "descending"], ["at_start", "at_end"]))

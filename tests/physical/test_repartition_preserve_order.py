@@ -12,10 +12,10 @@ import plansight as ps
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column, SortKey
-from plansight.engine.physical import window_planning
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
 from plansight.engine.physical.repartition import RepartitionExec
-from plansight.engine.physical.sort import sort_indices
+from plansight.engine.physical.sorts.permutation import sort_indices
+from plansight.engine.physical.windows import planning as window_planning
 from plansight.errors import ExecutionError, PlanError
 from tests.differential.harness import check
 

@@ -13,11 +13,9 @@ from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning, collect_partition
-from plansight.engine.physical.sort import sort_indices
-from plansight.engine.physical.sort_preserving_merge import (
-    SortPreservingMergeExec,
-    merge_sorted,
-)
+from plansight.engine.physical.sorts.merge import merge_sorted
+from plansight.engine.physical.sorts.permutation import sort_indices
+from plansight.engine.physical.sorts.sort_preserving_merge import SortPreservingMergeExec
 from plansight.errors import PlanError
 
 K = Column(1, "k", pa.int64())

@@ -12,9 +12,9 @@ from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.functions.aggregate import AggregateSpec
 from plansight.engine.logical.expr import Column, SortKey
-from plansight.engine.physical.aggregate import AggregateExec
+from plansight.engine.physical.aggregates.aggregate import AggregateExec
+from plansight.engine.physical.aggregates.sorted_groups import run_starts
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
-from plansight.engine.physical.sorted_groups import run_starts
 from tests.differential.harness import check
 from tests.differential.tables import ALL
 

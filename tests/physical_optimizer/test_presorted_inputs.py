@@ -13,7 +13,7 @@ from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.plan import collect_partition, format_physical
 from plansight.engine.physical.scan import DataSourceExec
-from plansight.engine.physical.sort import SortExec
+from plansight.engine.physical.sorts.sort import SortExec
 from plansight.engine.physical_optimizer.ensure_requirements import (
     ensure_requirements,
     ensure_single_output,

@@ -20,7 +20,7 @@ import pytest
 import plansight as ps
 from plansight.engine.exec.events import ReservationChanged, SpillRead, SpillWritten
 from plansight.engine.exec.spill import SpillManager, SpillWriter
-from plansight.engine.physical import sort as sort_module
+from plansight.engine.physical.sorts import sorted_runs
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
 from tests.differential.harness import assert_same, run_duckdb
 
@@ -207,10 +207,10 @@ def test_a_non_mergeable_group_larger_than_memory_fails_naming_the_aggregate(ske
 
 
 def test_many_runs_merge_in_levels(many, tmp_path, monkeypatch):
-    monkeypatch.setattr(sort_module, "FAN_IN", 2)
+    monkeypatch.setattr(sorted_runs, "FAN_IN", 2)
     levels = []
-    merge_level = sort_module.SortedRuns._merge_level
-    monkeypatch.setattr(sort_module.SortedRuns, "_merge_level",
+    merge_level = sorted_runs.SortedRuns._merge_level
+    monkeypatch.setattr(sorted_runs.SortedRuns, "_merge_level",
                         lambda runs, group: levels.append(len(group)) or merge_level(runs, group))
     sql = f"SELECT s, k, {DECOMPOSABLE} FROM t GROUP BY s, k"
     recorder = _check_spilled(sql, {"t": many}, tmp_path, 1)

@@ -4,8 +4,6 @@ both sides into hash buckets returns exactly the rows of an unlimited run."""
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -17,9 +15,7 @@ from plansight.engine.exec.events import ReservationChanged, SpillWritten
 from plansight.engine.exec.spill import SpillManager, SpillWriter
 from plansight.engine.physical import planner
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from differential.harness import assert_same
+from tests.differential.harness import assert_same
 
 LIMIT = 700_000
 PROBE_ROWS, BUILD_ROWS = 200_000, 130_000

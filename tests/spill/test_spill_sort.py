@@ -15,9 +15,9 @@ from plansight.engine.exec.events import ReservationChanged, SpillRead, SpillWri
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.exec.spill import SpillWriter
 from plansight.engine.logical.expr import Column, SortKey
-from plansight.engine.physical import sort as sort_module
 from plansight.engine.physical.plan import collect_partition
-from plansight.engine.physical.sort import SortExec
+from plansight.engine.physical.sorts import sorted_runs
+from plansight.engine.physical.sorts.sort import SortExec
 from plansight.engine.physical.values import ValuesExec
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
 
@@ -138,7 +138,7 @@ def test_spilled_sort_matches_duckdb_with_nulls_strings_and_ties(tmp_path, parti
 
 
 def test_many_runs_merge_in_levels(monkeypatch):
-    monkeypatch.setattr(sort_module, "FAN_IN", 3)
+    monkeypatch.setattr(sorted_runs, "FAN_IN", 3)
     rng = np.random.default_rng(1)
     n = 40_000
     table = pa.table({"k#1": rng.integers(0, 100, n), "id#2": np.arange(n)})

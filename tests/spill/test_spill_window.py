@@ -21,11 +21,12 @@ from plansight.engine.exec.events import ReservationChanged, SpillWritten
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.exec.spill import SpillWriter
 from plansight.engine.logical.expr import Column, SortKey, WindowCall
-from plansight.engine.physical import sort, window_planning
 from plansight.engine.physical.plan import collect_partition
+from plansight.engine.physical.sorts import sort
 from plansight.engine.physical.values import ValuesExec
-from plansight.engine.physical.window_agg import WindowAggExec
-from plansight.engine.physical.window_hash_agg import HashWindowAggExec
+from plansight.engine.physical.windows import planning as window_planning
+from plansight.engine.physical.windows.window_agg import WindowAggExec
+from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
 from tests.differential.harness import assert_same, run_duckdb
 

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import duckdb
 import pytest
 
 import plansight as ps
 from plansight.datasets import TPCH_QUERIES, tpch_parquet
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from differential.harness import assert_same, has_top_level_order_by  # noqa: E402
+from tests.differential.harness import assert_same, has_top_level_order_by
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,12 @@ from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.functions.window import FrameBound, FrameSpec
 from plansight.engine.logical.expr import Column, Literal, SortKey, WindowCall
-from plansight.engine.physical.bounded_window_agg import BoundedWindowAggExec, bounded_supported
 from plansight.engine.physical.plan import ExecutionPlan
-from plansight.engine.physical.window_agg import WindowAggExec
+from plansight.engine.physical.windows.bounded_window_agg import (
+    BoundedWindowAggExec,
+    bounded_supported,
+)
+from plansight.engine.physical.windows.window_agg import WindowAggExec
 
 P = Column(1, "p", pa.int64())
 O = Column(2, "o", pa.int64())

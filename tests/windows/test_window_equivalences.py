@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 
 import plansight as ps
-from plansight.engine.physical import planner, window_planning
+from plansight.engine.physical import planner
+from plansight.engine.physical.windows import planning as window_planning
 from tests.differential.harness import check
 
 PARTITIONS = [1, 2, 3, 8]

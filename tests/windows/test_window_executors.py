@@ -9,9 +9,6 @@ to sorting when the memory pool refuses the buffer.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -20,13 +17,11 @@ import plansight as ps
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column, SortKey, WindowCall
-from plansight.engine.physical import window_planning
 from plansight.engine.physical.plan import ExecutionPlan
-from plansight.engine.physical.window_hash_agg import HashWindowAggExec
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from differential.harness import check
-from windows.test_window_sql import QUERIES, TABLES
+from plansight.engine.physical.windows import planning as window_planning
+from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
+from tests.differential.harness import check
+from tests.windows.window_cases import QUERIES, TABLES
 
 
 @pytest.mark.parametrize("sql", QUERIES[::2])

@@ -8,7 +8,7 @@ from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column, SortKey, WindowCall
 from plansight.engine.physical.plan import ExecutionPlan
-from plansight.engine.physical.window_agg import WindowAggExec
+from plansight.engine.physical.windows.window_agg import WindowAggExec
 
 P = Column(1, "p", pa.int64())
 V = Column(2, "v", pa.int64())

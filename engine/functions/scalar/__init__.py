@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from plansight.engine.errors import ExecutionError, InternalError, PlansightError
 from plansight.engine.functions.scalar import (  # noqa: F401  (modules register functions)
     arithmetic,
     comparison,
@@ -40,7 +41,6 @@ from plansight.engine.functions.scalar.registry import (
 from plansight.engine.functions.scalar.types import common_supertype, number_literal, type_name
 from plansight.engine.functions.scalar.vector import Value
 from plansight.engine.logical.expr import Call
-from plansight.errors import ExecutionError, InternalError, PlansightError
 
 # kernels that accept the batch length (argument-less functions with a value per row)
 ROW_COUNT_KERNELS = frozenset({"random"})

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import ExecutionError
 from plansight.engine.functions.scalar import calendar as C
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import cast_expr
@@ -33,7 +34,6 @@ from plansight.engine.functions.scalar.vector import (
     to_numpy,
 )
 from plansight.engine.logical.expr import Call, Expr, Literal
-from plansight.errors import ExecutionError
 
 SYMBOLS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/",
            "integer_divide": "//", "modulo": "%", "negate": "-"}

@@ -21,10 +21,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import ExecutionError, PlanError
 from plansight.engine.functions.scalar import types as T
+from plansight.engine.functions.scalar.calendar import make_intervals
+from plansight.engine.functions.scalar.temporal_values import (
+    interval_to_string,
+    make_date_values,
+    parse_interval_text,
+)
 from plansight.engine.functions.scalar.vector import Value, is_scalar, null_where
 from plansight.engine.logical.expr import Cast, Expr, Literal
-from plansight.errors import ExecutionError, PlanError
 
 _NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 _FLOAT = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf|infinity|nan)$"
@@ -321,7 +327,6 @@ def _raise_first_bad(value: Value, ok: Value, to: pa.DataType) -> None:
 
 
 def _string_to_date(value: Value, text: Value, to: pa.DataType, safe: bool) -> Value:
-    from plansight.engine.functions.scalar.temporal import make_date_values
     scalar = is_scalar(value)
     if scalar:
         value, text = pa.array([value.as_py()], value.type), pa.array([text.as_py()], text.type)
@@ -350,7 +355,6 @@ def _to_string(value: Value, source: pa.DataType, to: pa.DataType) -> Value:
         if source.tz is not None:
             out = pc.replace_substring_regex(out, r"Z$", "+00")
     elif T.is_interval(source) or T.is_duration(source):
-        from plansight.engine.functions.scalar.temporal import interval_to_string
         out = interval_to_string(value)
     else:
         out = pc.cast(value, to)
@@ -422,7 +426,6 @@ def _expand_large(array: pa.Array, out: pa.Array, integral: pa.Array) -> pa.Arra
 
 
 def _string_to_interval(value: Value, safe: bool) -> Value:
-    from plansight.engine.functions.scalar.temporal import parse_interval_text
     scalar = is_scalar(value)
     values = [value.as_py()] if scalar else value.to_pylist()
     # an interval string column is rare: parse per distinct value
@@ -457,7 +460,6 @@ def _duration_to_interval(value: Value) -> Value:
     scalar = is_scalar(value)
     arr = pa.array([value.as_py()], value.type) if scalar else value
     nanos = pc.cast(pc.cast(arr, pa.duration("ns")), pa.int64()).to_numpy(zero_copy_only=False)
-    from plansight.engine.functions.scalar.temporal import make_intervals
     mask = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
     nanos = np.where(mask, nanos, 0)
     days = np.sign(nanos) * (np.abs(nanos) // 86_400_000_000_000)  # DuckDB truncates

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import PlanError
 from plansight.engine.functions.scalar import calendar as C
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import cast_expr
@@ -36,7 +37,6 @@ from plansight.engine.functions.scalar.vector import (
     scalar_value,
 )
 from plansight.engine.logical.expr import Call, Expr, Literal
-from plansight.errors import PlanError
 
 SYMBOLS = {"eq": "=", "neq": "<>", "lt": "<", "lte": "<=", "gt": ">", "gte": ">=",
            "is_distinct_from": "IS DISTINCT FROM",

@@ -14,9 +14,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import PlanError
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import can_cast, cast_expr
-from plansight.engine.functions.scalar.comparison import unify_operands
+from plansight.engine.functions.scalar.comparison import comparison_kernel, unify_operands
 from plansight.engine.functions.scalar.registry import (
     binder,
     call,
@@ -27,7 +28,6 @@ from plansight.engine.functions.scalar.registry import (
 )
 from plansight.engine.functions.scalar.vector import Value, broadcast, finish
 from plansight.engine.logical.expr import Call, Expr, Literal
-from plansight.errors import PlanError
 
 
 def as_condition(expr: Expr, context: str) -> Expr:
@@ -145,7 +145,6 @@ def bind_nullif(args: list[Expr], options: Mapping[str, Any]) -> Expr:
 @kernel("nullif")
 def nullif_kernel(args: list[Value], call_: Call) -> Value:
     a, b = args
-    from plansight.engine.functions.scalar.comparison import comparison_kernel
     equal = pc.fill_null(comparison_kernel([a, b], Call("eq", (), pa.bool_())), False)
     return pc.if_else(equal, pa.scalar(None, a.type), a)
 

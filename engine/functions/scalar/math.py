@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import ExecutionError
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import cast_expr
 from plansight.engine.functions.scalar.registry import (
@@ -36,7 +37,6 @@ from plansight.engine.functions.scalar.vector import (
     to_numpy,
 )
 from plansight.engine.logical.expr import Call, Expr, Literal
-from plansight.errors import ExecutionError
 
 
 def _numeric(name: str, args: list[Expr], arg: Expr) -> Expr:

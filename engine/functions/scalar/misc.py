@@ -13,13 +13,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import ExecutionError, NotSupportedError
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.conditional import bind_case
 from plansight.engine.functions.scalar.registry import binder, call, expect_arity, kernel
 from plansight.engine.functions.scalar.utf8 import _parts as utf8_parts
 from plansight.engine.functions.scalar.vector import Value, broadcast, finish, from_numpy
 from plansight.engine.logical.expr import Call, Expr, Literal
-from plansight.errors import ExecutionError, NotSupportedError
 
 
 @binder("typeof")

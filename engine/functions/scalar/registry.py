@@ -17,10 +17,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from plansight.engine.errors import NotSupportedError, PlanError, did_you_mean
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import can_cast, cast_expr
 from plansight.engine.logical.expr import Call, Expr, Literal
-from plansight.errors import NotSupportedError, PlanError, did_you_mean
 
 Binder = Callable[[list[Expr], Mapping[str, Any]], Expr]
 Kernel = Callable[[list[Any], Call], Any]

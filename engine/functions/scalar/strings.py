@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import ExecutionError, PlanError
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.cast import cast_expr
 from plansight.engine.functions.scalar.registry import binder, call, coerce, kernel, operator
@@ -34,7 +35,6 @@ from plansight.engine.functions.scalar.vector import (
     to_numpy,
 )
 from plansight.engine.logical.expr import Call, Expr, Literal
-from plansight.errors import ExecutionError, PlanError
 
 
 def _as_text(expr: Expr) -> Expr:

@@ -18,8 +18,8 @@ from decimal import Decimal
 
 import pyarrow as pa
 
+from plansight.engine.errors import PlanError
 from plansight.engine.logical.expr import Cast, Expr, Literal
-from plansight.errors import PlanError
 
 MAX_DECIMAL_PRECISION = 38
 

@@ -24,22 +24,25 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from plansight.errors import PlanError
-
-from .aggregates import AGGREGATE_FUNCTIONS, evaluate_aggregate
-from .frames import (
+from plansight.engine.errors import PlanError
+from plansight.engine.functions.window.aggregates import AGGREGATE_FUNCTIONS, evaluate_aggregate
+from plansight.engine.functions.window.frame_spec import (
     DEFAULT_FRAME_WITH_ORDER,
     WHOLE_PARTITION,
     FrameBound,
-    FrameBounds,
     FrameSpec,
-    frame_bounds,
-    frame_needs_peers,
 )
-from .navigation import NAVIGATION_FUNCTIONS, frame_value, lag_lead
-from .peers import PartitionLayout, PeerGroups, as_array, partition_layout, peer_groups
-from .ranking import RANKING_FUNCTIONS, ranking
-from .types import WINDOW_FUNCTIONS, window_return_type
+from plansight.engine.functions.window.frames import FrameBounds, frame_bounds, frame_needs_peers
+from plansight.engine.functions.window.navigation import NAVIGATION_FUNCTIONS, frame_value, lag_lead
+from plansight.engine.functions.window.peers import (
+    PartitionLayout,
+    PeerGroups,
+    as_array,
+    partition_layout,
+    peer_groups,
+)
+from plansight.engine.functions.window.ranking import RANKING_FUNCTIONS, ranking
+from plansight.engine.functions.window.types import WINDOW_FUNCTIONS, window_return_type
 
 __all__ = [
     "DEFAULT_FRAME_WITH_ORDER",

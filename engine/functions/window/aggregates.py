@@ -29,12 +29,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.errors import NotSupportedError, PlanError
-
-from .distinct import distinct_elements, distinct_sums, value_codes
-from .frames import FrameBounds, rows_offset
-from .peers import validity
-from .prefix_sums import (
+from plansight.engine.errors import NotSupportedError, PlanError
+from plansight.engine.functions.window.distinct import distinct_elements, distinct_sums, value_codes
+from plansight.engine.functions.window.frame_spec import rows_offset
+from plansight.engine.functions.window.frames import FrameBounds
+from plansight.engine.functions.window.materialize import expand_frames
+from plansight.engine.functions.window.peers import as_array, validity
+from plansight.engine.functions.window.prefix_sums import (
     CompensatedPrefix,
     Segments,
     centered_sum_of_squares,
@@ -42,9 +43,9 @@ from .prefix_sums import (
     sum_over,
     two_prod,
 )
-from .sliding import sliding_applies, sliding_reduce
-from .sparse_table import RangeExtremum
-from .summation import (
+from plansight.engine.functions.window.sliding import sliding_applies, sliding_reduce
+from plansight.engine.functions.window.sparse_table import RangeExtremum
+from plansight.engine.functions.window.summation import (
     Summable,
     avg_result,
     channel_prefix,
@@ -306,7 +307,6 @@ def _string_agg(values: pa.Array, extra: list[pa.Array], contributing: np.ndarra
         joined = pc.binary_join(lists, separator)
         result = joined.take(pa.array(whole.partition_index))
     else:
-        from .materialize import expand_frames
 
         expansion = expand_frames(segments, contributing, what)
         before = prefix(contributing)
@@ -320,7 +320,6 @@ def _string_agg(values: pa.Array, extra: list[pa.Array], contributing: np.ndarra
 def _filter_rows(filter_mask: pa.Array | None, num_rows: int) -> np.ndarray | None:
     if filter_mask is None:
         return None
-    from .peers import as_array
 
     mask = as_array(filter_mask)
     if len(mask) != num_rows:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .peers import as_array, validity
+from plansight.engine.functions.window.peers import as_array, validity
 
 BROADCAST_FUNCTIONS = ("count_star", "count", "sum", "avg", "min", "max")
 _INT64_LIMIT = 2**63

@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .frames import FrameBounds
-from .materialize import Expansion, expand_frames
-from .prefix_sums import Segments, prefix
-from .summation import channel_prefix, channel_sum
+from plansight.engine.functions.window.frames import FrameBounds
+from plansight.engine.functions.window.materialize import Expansion, expand_frames
+from plansight.engine.functions.window.prefix_sums import Segments, prefix
+from plansight.engine.functions.window.summation import channel_prefix, channel_sum
 
 
 def value_codes(values: pa.Array) -> np.ndarray:

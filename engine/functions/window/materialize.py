@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from plansight.errors import NotSupportedError
-
-from .prefix_sums import Segments, prefix
+from plansight.engine.errors import NotSupportedError
+from plansight.engine.functions.window.prefix_sums import Segments, prefix
 
 MAX_ELEMENTS = 50_000_000
 

@@ -22,11 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.errors import PlanError
-
-from .frames import FrameBounds
-from .peers import PartitionLayout, validity
-from .prefix_sums import prefix
+from plansight.engine.errors import PlanError
+from plansight.engine.functions.window.frames import FrameBounds
+from plansight.engine.functions.window.peers import PartitionLayout, validity
+from plansight.engine.functions.window.prefix_sums import prefix
 
 NAVIGATION_FUNCTIONS = ("lag", "lead", "first_value", "last_value", "nth_value")
 

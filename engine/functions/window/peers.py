@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.errors import NotSupportedError, PlanError
+from plansight.engine.errors import NotSupportedError, PlanError
 
 
 @dataclass(frozen=True, eq=False)

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.errors import NotSupportedError
+from plansight.engine.errors import NotSupportedError
 
 _SIGN = np.uint64(1 << 63)
 _DIGIT_BITS = 16

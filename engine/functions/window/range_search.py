@@ -29,10 +29,9 @@ from fractions import Fraction
 import numpy as np
 import pyarrow as pa
 
-from plansight.errors import NotSupportedError, PlanError
-
-from .frames import FrameBound, FrameSpec, exact_number
-from .peers import PartitionLayout, PeerGroups, as_array, validity
+from plansight.engine.errors import NotSupportedError, PlanError
+from plansight.engine.functions.window.frame_spec import FrameBound, FrameSpec, exact_number
+from plansight.engine.functions.window.peers import PartitionLayout, PeerGroups, as_array, validity
 
 _NANOS_PER_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 _DAY_NANOS = 86_400 * 1_000_000_000

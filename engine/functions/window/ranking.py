@@ -18,9 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from plansight.errors import PlanError
-
-from .peers import PartitionLayout, PeerGroups, validity
+from plansight.engine.errors import PlanError
+from plansight.engine.functions.window.peers import PartitionLayout, PeerGroups, validity
 
 RANKING_FUNCTIONS = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile")
 

@@ -18,9 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from plansight.errors import NotSupportedError, PlanError
-
-from .prefix_sums import CompensatedPrefix, Segments, prefix, sum_over
+from plansight.engine.errors import NotSupportedError, PlanError
+from plansight.engine.functions.window.prefix_sums import (
+    CompensatedPrefix,
+    Segments,
+    prefix,
+    sum_over,
+)
 
 _INT64_LIMIT = 2**63
 

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from plansight.errors import PlanError, did_you_mean
-
-from .aggregates import AGGREGATE_FUNCTIONS, VARIANCE_FUNCTIONS
-from .navigation import NAVIGATION_FUNCTIONS
-from .ranking import RANKING_FUNCTIONS
+from plansight.engine.errors import PlanError, did_you_mean
+from plansight.engine.functions.window.aggregates import AGGREGATE_FUNCTIONS, VARIANCE_FUNCTIONS
+from plansight.engine.functions.window.navigation import NAVIGATION_FUNCTIONS
+from plansight.engine.functions.window.ranking import RANKING_FUNCTIONS
 
 WINDOW_FUNCTIONS = RANKING_FUNCTIONS + NAVIGATION_FUNCTIONS + AGGREGATE_FUNCTIONS
 

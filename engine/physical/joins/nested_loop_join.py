@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from plansight.engine.logical.expr import Expr
-from plansight.engine.physical.join_build import SharedBuild
-from plansight.engine.physical.join_output import JoinAssembler, join_schema
+from plansight.engine.physical.joins.build import SharedBuild
+from plansight.engine.physical.joins.output import JoinAssembler, join_schema
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     UNSPECIFIED,

@@ -25,9 +25,9 @@ import pyarrow.compute as pc
 from plansight.engine.exec.spill import spill_manager
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
-from plansight.engine.physical.join_build import SharedBuild
-from plansight.engine.physical.join_output import JoinAssembler, expand_matches, join_schema
-from plansight.engine.physical.join_spill import GraceHashJoin, SpilledBuild, collect_build
+from plansight.engine.physical.joins.build import SharedBuild
+from plansight.engine.physical.joins.output import JoinAssembler, expand_matches, join_schema
+from plansight.engine.physical.joins.spill import GraceHashJoin, SpilledBuild, collect_build
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     UNSPECIFIED,

@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import PlanError
 from plansight.engine.functions.window import (
     DEFAULT_FRAME_WITH_ORDER,
     FrameSpec,
@@ -48,12 +49,11 @@ from plansight.engine.functions.window import (
     partition_layout,
     peer_groups,
 )
-from plansight.engine.functions.window.frames import rows_offset
+from plansight.engine.functions.window.frame_spec import rows_offset
 from plansight.engine.logical.expr import Column, Literal, SortKey, WindowCall
 from plansight.engine.physical.expressions import evaluate, evaluate_predicate
 from plansight.engine.physical.plan import SINGLE_PARTITION, ExecutionPlan, hash_distribution
-from plansight.engine.physical.window_agg import describe_window, partition_starts
-from plansight.errors import PlanError
+from plansight.engine.physical.windows.window_shape import describe_window, partition_starts
 
 _RUNNING = ("count_star", "count", "sum", "avg", "min", "max")
 _RANKING = ("row_number", "rank", "dense_rank")

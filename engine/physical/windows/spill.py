@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from plansight.engine.errors import ResourcesExhausted
 from plansight.engine.exec.spill import spill_manager
 from plansight.engine.functions.aggregate import (
     DECOMPOSABLE,
@@ -44,11 +45,13 @@ from plansight.engine.functions.aggregate import (
     partial_specs,
 )
 from plansight.engine.logical.expr import WindowCall
-from plansight.engine.physical.bounded_window_agg import BoundedWindowAggExec, bounded_supported
 from plansight.engine.physical.expressions import evaluate, evaluate_predicate
 from plansight.engine.physical.plan import ExecutionPlan
-from plansight.engine.physical.window_agg import describe_window, partition_starts
-from plansight.errors import ResourcesExhausted
+from plansight.engine.physical.windows.bounded_window_agg import (
+    BoundedWindowAggExec,
+    bounded_supported,
+)
+from plansight.engine.physical.windows.window_shape import describe_window, partition_starts
 
 #: An oversized partition streams in pieces of at most this fraction of the memory limit.
 OVERSIZED_PIECES = 32

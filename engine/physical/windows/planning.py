@@ -37,7 +37,6 @@ from __future__ import annotations
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import Column, SortKey, WindowCall
-from plansight.engine.physical.bounded_window_agg import BoundedWindowAggExec, bounded_supported
 from plansight.engine.physical.equivalence import Equivalences
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
@@ -45,8 +44,13 @@ from plansight.engine.physical.plan import (
     hash_distribution,
     ordering_satisfies,
 )
-from plansight.engine.physical.window_agg import WindowAggExec, window_direction
-from plansight.engine.physical.window_hash_agg import HashWindowAggExec
+from plansight.engine.physical.windows.bounded_window_agg import (
+    BoundedWindowAggExec,
+    bounded_supported,
+)
+from plansight.engine.physical.windows.window_agg import WindowAggExec
+from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
+from plansight.engine.physical.windows.window_shape import window_direction
 
 EXECUTOR = "auto"  # "auto" | "hash" | "sorted" (bounded where it can) | "partition"
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from plansight.engine.errors import ResourcesExhausted
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.memory_pool import MemoryReservation, format_bytes
 from plansight.engine.exec.metrics import PartitionMetrics
@@ -31,7 +32,6 @@ from plansight.engine.exec.spill import SpillFile, SpillManager, spill_manager
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.repartition import hash_rows, split_by_target
-from plansight.errors import ResourcesExhausted
 
 SPILL_BUCKETS = 16
 #: Largest share of the pool the build sides of one join hold while they are collected (split

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from plansight.engine.errors import InternalError, PlanError
 from plansight.engine.functions.window import evaluate_window
 from plansight.engine.functions.window.broadcast import broadcastable, whole_partition_aggregate
 from plansight.engine.functions.window.permutation import (
@@ -50,13 +51,17 @@ from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     ExecutionPlan,
 )
-from plansight.engine.physical.window_agg import (
-    WindowAggExec,
+from plansight.engine.physical.sorts.sort import SortExec
+from plansight.engine.physical.windows.bounded_window_agg import (
+    BoundedWindowAggExec,
+    bounded_supported,
+)
+from plansight.engine.physical.windows.window_agg import WindowAggExec
+from plansight.engine.physical.windows.window_shape import (
     describe_window,
     is_whole_partition,
     reversed_ordering,
 )
-from plansight.errors import InternalError, PlanError
 
 #: The sorts of the fallback leave 1/SORT_HEADROOM of the pool to the window stages.
 SORT_HEADROOM = 8
@@ -253,11 +258,6 @@ class HashWindowAggExec(ExecutionPlan):
         """Out of memory: the held batches plus the rest of the input go through sorts (which
         spill) into the sorted executors: streaming where every frame allows, else
         partition-at-a-time (which streams or folds a partition larger than memory)."""
-        from plansight.engine.physical.bounded_window_agg import (
-            BoundedWindowAggExec,
-            bounded_supported,
-        )
-        from plansight.engine.physical.sort import SortExec
 
         plan: ExecutionPlan = _ReplayExec(self.input.schema, held, rest)
         # the window stages between the sorts cannot spill: each sort leaves them room

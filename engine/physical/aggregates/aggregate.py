@@ -46,6 +46,7 @@ from plansight.engine.functions.aggregate import (
     partial_specs,
 )
 from plansight.engine.logical.expr import Column, SortKey
+from plansight.engine.physical.aggregates.sorted_groups import RowCarry, StateCarry, comparable
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
     UNSPECIFIED,
@@ -53,8 +54,7 @@ from plansight.engine.physical.plan import (
     Partitioning,
     hash_distribution,
 )
-from plansight.engine.physical.sort import SortedRuns
-from plansight.engine.physical.sorted_groups import RowCarry, StateCarry, comparable
+from plansight.engine.physical.sorts.sorted_runs import SortedRuns
 
 
 class AggregateExec(ExecutionPlan):
