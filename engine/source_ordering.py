@@ -47,7 +47,8 @@ class SourceSortKey:
                f"NULLS {'FIRST' if self.nulls_first else 'LAST'}"
 
 
-_SPEC = re.compile(r'^\s*("(?:[^"]|"")+"|[^\s"]+)(?:\s+(ASC|DESC))?(?:\s+NULLS\s+(FIRST|LAST))?\s*$',
+_SPEC = re.compile(r'^\s*("(?:[^"]|"")+"|[^\s"]+)'
+                   r'(?:\s+(ASC|DESC))?(?:\s+NULLS\s+(FIRST|LAST))?\s*$',
                    re.IGNORECASE)
 
 

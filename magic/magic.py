@@ -196,7 +196,8 @@ def referenced_tables(sql: str) -> set[str]:
     """Unqualified table names the SQL reads, CTE names excluded; empty if it does not parse.
 
     Example:
-        >>> sorted(referenced_tables("WITH c AS (SELECT * FROM a) SELECT * FROM c JOIN b USING (k)"))
+        >>> sql = "WITH c AS (SELECT * FROM a) SELECT * FROM c JOIN b USING (k)"
+        >>> sorted(referenced_tables(sql))
         ['a', 'b']
     """
     statements = _parse_or_none(sql)

@@ -111,7 +111,7 @@ class Query:
             physical = PhysicalPlanner(self.config).plan(self.optimized)
             self.physical = optimize_physical(physical, self.config)
         except PlansightError as e:
-            raise add_caret(e, self.sql)
+            raise add_caret(e, self.sql) from None
         except RecursionError as e:
             raise PlansightError("the query is nested too deeply to plan") from e
         except Exception as e:  # a bug: keep the traceback, say so

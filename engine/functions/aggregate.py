@@ -170,7 +170,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     if special:
         # a list per group for each special aggregate (and for its ORDER BY columns, whose
         # lists line up element by element); finished below, vectorized
-        for i, spec in special:
+        for _, spec in special:
             aggregations.append((spec.column, "list", None))
             for name in spec.option("order_columns", ()):
                 aggregations.append((name, "list", None))

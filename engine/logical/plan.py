@@ -67,7 +67,8 @@ class TableScan(LogicalPlan):
 
 @dataclass(frozen=True, eq=False)
 class Values(LogicalPlan):
-    """Literal rows; ``rows`` is a tuple of rows of constant expressions (``()`` columns = 1 row)."""
+    """Literal rows; ``rows`` is a tuple of rows of constant expressions (``()`` columns: one
+    row)."""
 
     value_columns: tuple[Column, ...]
     rows: tuple[tuple[Expr, ...], ...]

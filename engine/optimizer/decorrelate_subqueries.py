@@ -389,8 +389,7 @@ def _not_supported_empty_value(expr: Expr):
 
 
 def _all_expressions(plan: lp.LogicalPlan):
-    for e in plan.expressions():
-        yield e
+    yield from plan.expressions()
     for child in plan.inputs():
         yield from _all_expressions(child)
 

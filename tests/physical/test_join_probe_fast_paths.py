@@ -65,7 +65,8 @@ def _tables():
     probe = pa.table({"k": pa.array(np.where(np.arange(n) % 29 == 0, None, k).tolist(),
                                     pa.int64()), "v": rng.integers(0, 100, n)})
     dim = pa.table({"k": list(range(40)), "name": [f"n{i % 6}" for i in range(40)]})
-    sparse = pa.table({"k": list(range(0, 80, 2)) + [None], "name": [f"s{i % 5}" for i in range(41)]})
+    sparse = pa.table({"k": list(range(0, 80, 2)) + [None],
+                       "name": [f"s{i % 5}" for i in range(41)]})
     return {"p": probe, "d": dim, "s": sparse}
 
 

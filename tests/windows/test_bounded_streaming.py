@@ -24,9 +24,9 @@ from plansight.engine.physical.windows.bounded_window_agg import (
 from plansight.engine.physical.windows.window_agg import WindowAggExec
 
 P = Column(1, "p", pa.int64())
-O = Column(2, "o", pa.int64())
+ORD = Column(2, "o", pa.int64())
 V = Column(3, "v", pa.float64())
-SCHEMA = pa.schema([(P.field_name, pa.int64()), (O.field_name, pa.int64()),
+SCHEMA = pa.schema([(P.field_name, pa.int64()), (ORD.field_name, pa.int64()),
                     (V.field_name, pa.float64())])
 
 
@@ -41,7 +41,7 @@ class RecordingSource(ExecutionPlan):
         self.pulled = 0
 
     def output_ordering(self):
-        return (SortKey(P), SortKey(O))
+        return (SortKey(P), SortKey(ORD))
 
     def _execute(self, partition, ctx):
         for batch in self.table.to_batches(max_chunksize=self.batch_rows):
@@ -61,12 +61,12 @@ def _rows(spec: str, lo: object, hi: object) -> FrameSpec:
 
 def _window(func, args=(), frame=None):
     return WindowCall(func, tuple(args), pa.float64(), partition_by=(P,),
-                      order_by=(SortKey(O),), frame=frame)
+                      order_by=(SortKey(ORD),), frame=frame)
 
 
 def _one_partition(rows: int) -> pa.Table:
     return pa.table({P.field_name: pa.array([7] * rows, pa.int64()),
-                     O.field_name: pa.array(np.arange(rows), pa.int64()),
+                     ORD.field_name: pa.array(np.arange(rows), pa.int64()),
                      V.field_name: pa.array(np.ones(rows))}, schema=SCHEMA)
 
 
@@ -124,14 +124,14 @@ def _random_sorted(rows: int, partitions: int, seed: int) -> pa.Table:
     rng = np.random.default_rng(seed)
     p = np.sort(rng.integers(0, partitions, rows))
     o = rng.integers(0, max(2, rows // partitions // 3), rows)  # many ties
-    table = pa.table({P.field_name: p, O.field_name: o,
+    table = pa.table({P.field_name: p, ORD.field_name: o,
                       V.field_name: np.round(rng.normal(size=rows), 2)})
-    table = table.sort_by([(P.field_name, "ascending"), (O.field_name, "ascending")])
+    table = table.sort_by([(P.field_name, "ascending"), (ORD.field_name, "ascending")])
     v = table.column(2).to_numpy().astype(object)
     v[rng.random(rows) < 0.2] = None
     o = table.column(1).to_numpy().astype(object)
     o[-rows // 10:] = None  # NULLs sort last, in the last partition
-    return pa.table({P.field_name: table.column(0), O.field_name: pa.array(list(o), pa.int64()),
+    return pa.table({P.field_name: table.column(0), ORD.field_name: pa.array(list(o), pa.int64()),
                      V.field_name: pa.array(list(v), pa.float64())}, schema=SCHEMA)
 
 
@@ -153,7 +153,7 @@ def test_bounded_equals_partition_at_a_time(batch_rows, partitions):
         typ = pa.int64() if func in ("row_number", "rank", "dense_rank", "count",
                                      "count_star") else pa.float64()
         windows.append(WindowCall(
-            func, tuple(args), typ, partition_by=(P,), order_by=(SortKey(O),),
+            func, tuple(args), typ, partition_by=(P,), order_by=(SortKey(ORD),),
             frame=_rows(*frame) if isinstance(frame, tuple) else None,
             filter=_positive() if frame == "filtered" else None))
         outputs.append(Column(100 + i, f"w{i}", typ))

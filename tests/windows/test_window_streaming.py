@@ -31,8 +31,8 @@ class RecordingSource(ExecutionPlan):
     def _execute(self, partition, ctx):
         for k in range(self.partitions):
             self.pulled += 1
-            yield pa.RecordBatch.from_arrays([pa.array([k] * self.rows), pa.array(range(self.rows))],
-                                             schema=self.schema)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([k] * self.rows), pa.array(range(self.rows))], schema=self.schema)
 
 
 def test_partition_k_is_emitted_before_reading_past_partition_k_plus_1():

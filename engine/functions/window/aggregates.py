@@ -197,7 +197,8 @@ def _extremum(func: str, values: pa.Array, contributing: np.ndarray, segments: S
 
 
 def _orderable(values: pa.Array, is_min: bool, contributing: np.ndarray
-               ) -> tuple[np.ndarray, np.ufunc, object, Callable[[np.ndarray, np.ndarray], pa.Array]]:
+               ) -> tuple[np.ndarray, np.ufunc, object,
+                          Callable[[np.ndarray, np.ndarray], pa.Array]]:
     """Numbers ordered like ``values``, the combining ufunc, its identity, and a function
     turning per-row combined numbers (plus a NULL mask) back into the value type."""
     typ = values.type

@@ -140,7 +140,8 @@ class _DistinctTree:
             if level:
                 grid = keys.reshape(-1, 1 << level)
                 order = np.argsort(grid, axis=1, kind="stable")
-                flat = (order + (np.arange(grid.shape[0], dtype=np.int64) << level)[:, None]).ravel()
+                rows = np.arange(grid.shape[0], dtype=np.int64) << level
+                flat = (order + rows[:, None]).ravel()
                 keys = keys[flat]
                 weights = [w[flat] for w in weights]
             node = np.arange(size, dtype=np.int64) >> level

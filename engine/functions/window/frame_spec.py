@@ -127,7 +127,8 @@ def rows_offset(offset: object) -> int:
     if value is None:
         raise PlanError(f"ROWS/GROUPS frame offset must be finite, got {offset!r}")
     # a cast to BIGINT rounds half away from zero
-    return math.floor(value + Fraction(1, 2)) if value >= 0 else -math.floor(-value + Fraction(1, 2))
+    half = Fraction(1, 2)
+    return math.floor(value + half) if value >= 0 else -math.floor(-value + half)
 
 
 def exact_number(value: object) -> Fraction | None:

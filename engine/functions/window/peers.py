@@ -171,7 +171,8 @@ def as_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
         return values.combine_chunks() if values.num_chunks else pa.array([], type=values.type)
     if isinstance(values, pa.Array):
         return values
-    raise PlanError(f"window function arguments must be pyarrow arrays, got {type(values).__name__}")
+    raise PlanError("window function arguments must be pyarrow arrays, got "
+                    f"{type(values).__name__}")
 
 
 def _to_bool(values: pa.Array) -> np.ndarray:

@@ -124,7 +124,8 @@ class AggregateExec(ExecutionPlan):
     def display(self) -> str:
         keys = ", ".join(k.name for k in self.keys)
         aggs = ", ".join(
-            f"{s.func}({'DISTINCT ' if s.distinct else ''}{s.column.split('#')[0] if s.column else '*'})"
+            f"{s.func}({'DISTINCT ' if s.distinct else ''}"
+            f"{s.column.split('#')[0] if s.column else '*'})"
             for s in self.specs)
         ordering = ", ordering_mode=Sorted" if self.sorted_prefix else ""
         return f"AggregateExec: mode={self.mode}{ordering}, gby=[{keys}], aggr=[{aggs}]"

@@ -4,7 +4,8 @@
     key columns ──factorize──▶ codes      key columns ──index into build's uniques──▶ codes
     argsort(codes) → groups (start,count)          │
                           └──────── expand_matches ┘──▶ (probe row, build row) pairs
-                                                        └─▶ JoinAssembler (filter, outer, semi, anti)
+                                                        └─▶ JoinAssembler
+                                                            (filter, outer, semi, anti)
 
 Keys decide with integers (principle 4): each key column is factorized against the build
 side's distinct values (``pc.index_in``), multi-column keys are combined arithmetically and

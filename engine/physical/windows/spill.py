@@ -21,8 +21,8 @@ the whole partition (``ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING``, ``RAN
 FOLLOWING``, GROUPS frames, EXCLUDE), DISTINCT aggregates, stddev / variance / string_agg,
 first_value / last_value / nth_value over frames ``bounded_supported`` does not stream,
 ntile / percent_rank / cume_dist (they need the partition's size), lag / lead IGNORE NULLS,
-and windows whose ORDER BY is read backwards. BoundedWindowAggExec itself keeps a peer group (RANGE ... CURRENT ROW, rank) whole:
-one peer group larger than memory fails there.
+and windows whose ORDER BY is read backwards. BoundedWindowAggExec itself keeps a peer group
+(RANGE ... CURRENT ROW, rank) whole: one peer group larger than memory fails there.
 
 Both passes read one batch at a time; the fold state is one row per aggregate.
 """

@@ -83,6 +83,7 @@ def reversed_ordering(order_by) -> tuple[SortKey, ...]:
     """The ordering that lists rows backwards: every key flips direction and NULL placement.
 
     Example:
+        >>> from plansight.engine.logical.expr import Column, WindowCall
         >>> x = Column(1, "x", pa.int64())
         >>> [str(k) for k in reversed_ordering((SortKey(x),))]
         ['x DESC NULLS FIRST']
@@ -100,6 +101,7 @@ def window_direction(window: WindowCall, order_keys) -> str | None:
     it. None: a sort is needed.
 
     Example:
+        >>> from plansight.engine.logical.expr import Column, WindowCall
         >>> x = Column(1, "x", pa.int64())
         >>> desc = WindowCall("lag", (x,), pa.int64(), (), (SortKey(x, True),))
         >>> window_direction(desc, (SortKey(x),))
