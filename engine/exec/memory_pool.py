@@ -4,7 +4,9 @@
                                   └─no──▶ consumer spills, or grow() raises ResourcesExhausted
 
 Accounting uses Arrow buffer sizes (``nbytes``). A reservation is released when its owner is
-done (``free()``, also from ``finally`` on error or cancellation).
+done: ``with pool.register(name, metrics=m) as reservation:`` frees it on exit (also on error
+or cancellation, when the operator's generator is closed) and records its peak as the
+operator partition's ``peak_mem``, as DataFusion frees a reservation when it is dropped.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 from plansight.engine.errors import ResourcesExhausted
+from plansight.engine.exec.metrics import PartitionMetrics
 
 
 def parse_memory_limit(value: int | float | str | None) -> int | None:
@@ -51,9 +54,92 @@ def format_bytes(n: int | float) -> str:
     return f"{n:.1f} GiB"
 
 
+# ----------------------------------------------------------------------------- memory policy
+#
+# Every share of the limit that an operator takes is named here, so one page shows how a
+# query's budget is divided. Each function answers for a pool without a limit too (no cap).
+#
+#   limit ─┬─ working floor   1/16 per partition   consumers that cannot spill (windows, NLJ)
+#          ├─ merge budget    1/4 among siblings   merging spilled runs (sort, aggregate)
+#          ├─ buffer cap      1/siblings - merge   what one sort / aggregate partition buffers
+#          ├─ build share     1/2 among builds     hash-join build sides before they spill
+#          ├─ partial flush   1/4 per partition    a partial aggregate flushes downstream
+#          ├─ sort headroom   1/8                  sorts feeding window stages leave them this
+#          └─ oversized piece 1/32                 a window partition larger than memory
+#                                                  streams through in pieces of this size
+
 #: Consumers that cannot spill hold 1/WORKING_SHARE of the limit (split among sibling
 #: partitions) from their start: see ``MemoryReservation.reserve_floor``.
 WORKING_SHARE = 16
+#: Merging spilled runs is budgeted 1/MERGE_SHARE of the limit, split among sibling partitions.
+MERGE_SHARE = 4
+#: Concurrent hash-join build sides hold at most this fraction of the limit together: their
+#: children are still running and need memory too (an aggregate below the join loads its
+#: spilled buckets then), so a build spills before it has taken the whole pool.
+BUILD_SHARE = 0.5
+#: A partial aggregate flushes its states downstream past 1/PARTIAL_FLUSH_SHARE per partition.
+PARTIAL_FLUSH_SHARE = 4
+#: Sorts chained through window stages (which cannot spill) leave 1/SORT_HEADROOM_SHARE free.
+SORT_HEADROOM_SHARE = 8
+#: A window partition too large for memory streams in pieces of 1/OVERSIZED_PIECES.
+OVERSIZED_PIECES = 32
+#: The smallest merge budget, so that a merge under a tiny limit still makes progress.
+MIN_MERGE_BUDGET = 16 * 1024
+
+
+def merge_budget(pool: MemoryPool, siblings: int = 1) -> int:
+    """Bytes one of ``siblings`` partitions reserves to merge its spilled runs.
+
+    Example:
+        >>> merge_budget(MemoryPool(8 << 20), siblings=2)
+        1048576
+    """
+    return max(MIN_MERGE_BUDGET, (pool.limit or 0) // (MERGE_SHARE * max(1, siblings)))
+
+
+def buffer_cap(pool: MemoryPool, siblings: int = 1, set_aside: int = 0) -> float:
+    """Bytes one of ``siblings`` partitions may buffer before it spills, after ``set_aside``
+    (its merge budget): a greedy sibling must not starve the others' merges.
+
+    Example:
+        >>> buffer_cap(MemoryPool(1000), 2, set_aside=100), buffer_cap(MemoryPool(None))
+        (400, inf)
+    """
+    if pool.limit is None:
+        return float("inf")
+    return max(1, pool.limit // max(1, siblings) - set_aside)
+
+
+def build_share(pool: MemoryPool, builds: int = 1) -> int | None:
+    """Bytes one of ``builds`` concurrent hash-join build sides may hold before it spills."""
+    return None if pool.limit is None else int(pool.limit * BUILD_SHARE / max(1, builds))
+
+
+def partial_flush_bytes(pool: MemoryPool, partitions: int = 1) -> int | None:
+    """Bytes a partial aggregate partition holds before flushing its states downstream."""
+    return pool.limit // (PARTIAL_FLUSH_SHARE * max(1, partitions)) if pool.limit else None
+
+
+def sort_headroom(pool: MemoryPool) -> int:
+    """Bytes sorts that feed window stages leave free for those stages."""
+    return 0 if pool.limit is None else pool.limit // SORT_HEADROOM_SHARE
+
+
+def oversized_piece_bytes(pool: MemoryPool) -> float:
+    """Bytes per piece in which a window partition larger than memory streams through."""
+    return float("inf") if pool.limit is None else pool.limit / OVERSIZED_PIECES
+
+
+def nearly_full(pool: MemoryPool) -> bool:
+    """Less than a quarter of the limit is free: whoever consumes a spilling operator's output
+    (a sibling's merge, a join build) will need memory too, so its last rows go to disk."""
+    return pool.limit is not None and pool.limit - pool.reserved < pool.limit // 4
+
+
+def leaves_headroom(pool: MemoryPool, additional: int, headroom: int) -> bool:
+    """Whether granting ``additional`` bytes still leaves ``headroom`` bytes free."""
+    return not headroom or pool.limit is None or \
+        pool.limit - pool.reserved - additional >= headroom
 
 
 class MemoryPool:
@@ -79,8 +165,10 @@ class MemoryPool:
         self._lock = threading.Lock()
         self.listeners: list[Callable[[MemoryReservation, int], None]] = []
 
-    def register(self, consumer: str, can_spill: bool = False) -> MemoryReservation:
-        reservation = MemoryReservation(self, consumer, can_spill)
+    def register(self, consumer: str, can_spill: bool = False,
+                 metrics: PartitionMetrics | None = None) -> MemoryReservation:
+        """A new reservation of size 0; with ``metrics``, freeing it records its peak there."""
+        reservation = MemoryReservation(self, consumer, can_spill, metrics)
         with self._lock:
             self._consumers[id(reservation)] = reservation
         return reservation
@@ -122,12 +210,29 @@ class MemoryPool:
 
 
 class MemoryReservation:
-    """One consumer's share of the pool."""
+    """One consumer's share of the pool; a context manager that frees it on exit.
 
-    def __init__(self, pool: MemoryPool, consumer: str, can_spill: bool):
+    Example:
+        >>> pool = MemoryPool(1000)
+        >>> with pool.register("SortExec[0]") as r:
+        ...     r.grow(600); r.shrink(200); pool.reserved
+        400
+        >>> pool.reserved, r.peak
+        (0, 600)
+    """
+
+    def __init__(self, pool: MemoryPool, consumer: str, can_spill: bool,
+                 metrics: PartitionMetrics | None = None):
         self.pool, self.consumer, self.can_spill = pool, consumer, can_spill
+        self.metrics = metrics
         self.size = 0
         self.peak = 0
+
+    def __enter__(self) -> MemoryReservation:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.free()
 
     def try_grow(self, additional: int) -> bool:
         return self.pool._grant(self, int(additional))
@@ -175,6 +280,9 @@ class MemoryReservation:
             self.shrink(self.size - new_size)
 
     def free(self) -> None:
+        """Give everything back (idempotent); record the peak in the owner's metrics."""
+        if self.metrics is not None:
+            self.metrics.set_max("peak_mem", self.peak)
         if self.size:
             self.pool._grant(self, -self.size)
         self.pool._unregister(self)

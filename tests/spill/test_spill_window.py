@@ -25,6 +25,7 @@ from plansight.engine.physical.plan import collect_partition
 from plansight.engine.physical.sorts import sort
 from plansight.engine.physical.values import ValuesExec
 from plansight.engine.physical.windows import planning as window_planning
+from plansight.engine.physical.windows import window_hash_agg
 from plansight.engine.physical.windows.window_agg import WindowAggExec
 from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
@@ -179,7 +180,7 @@ def test_whole_partition_aggregates_reuse_the_running_frames_sort(big, tmp_path,
             sorts.append([str(key) for key in keys])
             super().__init__(keys, *args, **kwargs)
 
-    monkeypatch.setattr(sort, "SortExec", CountedSortExec)
+    monkeypatch.setattr(window_hash_agg, "SortExec", CountedSortExec)  # its sorting fallback
     run, _ = _run_limited(big, sql, tmp_path)
     assert isinstance(run.plan.children()[0], HashWindowAggExec)
     assert len(sorts) == 1 and len(sorts[0]) == 2  # one sort, by (g, o)

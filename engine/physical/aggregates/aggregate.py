@@ -36,7 +36,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from plansight.engine.exec.memory_pool import AmortizedAccount
+from plansight.engine.exec.memory_pool import (
+    AmortizedAccount,
+    buffer_cap,
+    nearly_full,
+    partial_flush_bytes,
+)
 from plansight.engine.functions.aggregate import (
     AggregateSpec,
     aggregate_table,
@@ -144,15 +149,14 @@ class AggregateExec(ExecutionPlan):
         keys = [k.field_name for k in self.keys]
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         # a partial aggregate keeps at most a fair share of the pool before it flushes
-        limit = ctx.memory_pool.limit
         partitions = self.output_partitioning().count
-        flush_bytes = limit // (4 * partitions) if limit else None
+        flush_bytes = partial_flush_bytes(ctx.memory_pool, partitions)
         account = AmortizedAccount(reservation)  # a pool grant per chunk, not per batch
         runs = SortedRuns(ctx, [SortKey(k) for k in self.keys], self._run_schema(), metrics,
                           name, partitions) if spills else None
         # the held rows leave room for the merge and the siblings' shares: a greedy sibling
         # must not starve the others' merges (as in the external sort)
-        cap = max(1, limit // partitions - runs.merge_budget()) if runs and limit else None
+        cap = buffer_cap(ctx.memory_pool, partitions, runs.merge_budget()) if runs else None
         # a global aggregate of decomposable functions folds what it holds into one state
         # row when refused memory: O(1) state, nothing to spill
         folds = self.mode == "Single" and not self.keys and \
@@ -280,7 +284,7 @@ class AggregateExec(ExecutionPlan):
         """Merge the runs and the held rows by key; aggregate the groups as they complete."""
         reservation = account.reservation
         last = self._run_batches(batches, keys) if batches else []
-        pressure = runs.under_pressure()
+        pressure = nearly_full(ctx.memory_pool)
         account.reset()  # the held rows are reduced: hold only their states
         if last and (pressure or len(runs.runs) + 1 > runs.fan_in or
                      not account.try_add(sum(b.nbytes for b in last))):

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from plansight.engine.errors import ResourcesExhausted
 from plansight.engine.exec.context import TaskContext
-from plansight.engine.exec.memory_pool import MemoryReservation, format_bytes
+from plansight.engine.exec.memory_pool import MemoryReservation, build_share, format_bytes
 from plansight.engine.exec.metrics import PartitionMetrics
 from plansight.engine.exec.spill import SpillFile, SpillManager, spill_manager
 from plansight.engine.logical.expr import Expr
@@ -34,11 +34,6 @@ from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.repartition import hash_rows, split_by_target
 
 SPILL_BUCKETS = 16
-#: Largest share of the pool the build sides of one join hold while they are collected (split
-#: evenly between the partitions of a partitioned join): their children are still running and
-#: need memory too (an aggregate below the join loads its spilled buckets then), so a build
-#: spills before it has taken the whole pool.
-BUILD_SHARE = 0.5
 #: 16 ** 6 buckets: a bucket still too large after that many splits is hopelessly skewed
 MAX_LEVELS = 6
 
@@ -155,12 +150,6 @@ class SpilledBuild:
             manager.delete(file.path)
 
 
-def memory_share(reservation: MemoryReservation, consumers: int) -> int | None:
-    """Bytes one of ``consumers`` concurrent build sides may hold while being collected."""
-    limit = reservation.pool.limit
-    return int(limit * BUILD_SHARE / consumers) if limit is not None else None
-
-
 def collect_build(batches: Iterator[pa.RecordBatch], schema: pa.Schema, keys: list[Expr],
                   null_equal: bool, reservation: MemoryReservation, ctx: TaskContext,
                   metrics: PartitionMetrics, builds: int = 1) -> pa.Table | SpilledBuild:
@@ -168,7 +157,7 @@ def collect_build(batches: Iterator[pa.RecordBatch], schema: pa.Schema, keys: li
     the pool among ``builds`` concurrent ones), else spilled into hash buckets."""
     held: list[pa.RecordBatch] = []
     buckets: BucketWriters | None = None
-    cap = memory_share(reservation, builds)
+    cap = build_share(reservation.pool, builds)
     try:
         for batch in batches:
             if buckets is None:
@@ -212,7 +201,7 @@ class GraceHashJoin:
         """``probe_streams``: how many partitions split their probe side at the same time
         (their buffers share what the pool leaves the still running probe children)."""
         self.ctx, self.metrics, self.reservation = ctx, metrics, reservation
-        self.budget = memory_share(reservation, probe_streams)
+        self.budget = build_share(reservation.pool, probe_streams)
         self.manager = spill_manager(ctx)
         self.build_schema, self.probe_schema = build_schema, probe_schema
         self.build_keys, self.probe_keys = build_keys, probe_keys

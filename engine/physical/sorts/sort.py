@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.exec.memory_pool import buffer_cap, leaves_headroom, nearly_full
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.plan import SINGLE_PARTITION, UNSPECIFIED, ExecutionPlan
@@ -105,8 +106,8 @@ class SortExec(ExecutionPlan):
         return prefix
 
     def _top_k(self, partition, ctx):
-        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]", metrics=metrics)
         dynamic = getattr(self, "dynamic_filter", None)  # set by push_dynamic_filters
         if dynamic is not None:
             dynamic[0].start(ctx)
@@ -141,7 +142,6 @@ class SortExec(ExecutionPlan):
             yield from table.to_batches(max_chunksize=ctx.batch_size)
         finally:
             stream.close()
-            metrics.set_max("peak_mem", reservation.peak)
             reservation.free()
 
     def _publish_threshold(self, top: pa.Table, dynamic_filter, descending: bool) -> None:
@@ -226,9 +226,7 @@ class _ExternalSort:
                                f"{plan.name}[{partition}]", self._siblings())
         # a partition's buffer leaves room for its merge and its siblings' shares: a greedy
         # sibling must not starve the others' merges
-        limit = ctx.memory_pool.limit
-        self.buffer_cap = float("inf") if limit is None else \
-            max(1, limit // self._siblings() - self.runs.merge_budget())
+        self.buffer_cap = buffer_cap(ctx.memory_pool, self._siblings(), self.runs.merge_budget())
 
     def insert(self, batch: pa.RecordBatch) -> None:
         if self.reservation.size + batch.nbytes <= self.buffer_cap and \
@@ -249,9 +247,7 @@ class _ExternalSort:
             self.runs.reserve_merge_budget()
 
     def _leaves_headroom(self, additional: int) -> bool:
-        pool = self.ctx.memory_pool
-        return not self.plan.headroom or pool.limit is None or \
-            pool.limit - pool.reserved - additional >= self.plan.headroom
+        return leaves_headroom(self.ctx.memory_pool, additional, self.plan.headroom)
 
     def _siblings(self) -> int:
         plan = self.plan
@@ -260,7 +256,7 @@ class _ExternalSort:
     def finish(self):
         batches, self.batches = self.batches, []
         runs = self.runs
-        if batches and (runs.under_pressure() or
+        if batches and (nearly_full(self.ctx.memory_pool) or
                         runs.runs and len(runs.runs) + 1 > runs.fan_in):
             runs.spill(batches)
             batches = []

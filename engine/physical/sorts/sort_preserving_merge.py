@@ -58,7 +58,8 @@ class SortPreservingMergeExec(ExecutionPlan):
 
     def _execute(self, partition, ctx):
         count = self.input.output_partitioning().count
-        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]", metrics=metrics)
         if count == 1:
             streams = [self.input.execute(0, ctx)]
         else:
@@ -78,8 +79,6 @@ class SortPreservingMergeExec(ExecutionPlan):
         finally:
             for stream in streams:
                 stream.close()
-            ctx.metrics.for_partition(self.operator_id, self.name, partition).set_max(
-                "peak_mem", reservation.peak)
             reservation.free()
 
 

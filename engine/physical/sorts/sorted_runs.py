@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from plansight.engine.exec.memory_pool import merge_budget
 from plansight.engine.exec.spill import SpillFile, spill_manager
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.sorts.merge import merge_sorted
@@ -15,8 +16,6 @@ from plansight.engine.physical.sorts.permutation import contiguous, sort_indices
 
 #: Most runs merged at once; more runs merge in levels (each cuts their number FAN_IN-fold).
 FAN_IN = 16
-#: Share of the memory limit reserved for merging runs, split among sibling partitions.
-MERGE_SHARE = 4
 #: Smallest batch written to a run; with less merge memory the fan-in drops first (down to 2).
 MIN_RUN_BATCH_BYTES = 32 * 1024
 
@@ -44,8 +43,7 @@ class SortedRuns:
         self.fan_in, self.run_batch_bytes = self._merge_shape(self.merge_budget())
 
     def merge_budget(self) -> int:
-        limit = self.ctx.memory_pool.limit or 0
-        return max(16 * 1024, limit // (MERGE_SHARE * self.siblings))
+        return merge_budget(self.ctx.memory_pool, self.siblings)
 
     @property
     def merge_peak(self) -> int:
@@ -57,12 +55,6 @@ class SortedRuns:
         two batches, and the round's output is as much again."""
         fan_in = max(2, min(FAN_IN, budget // (4 * MIN_RUN_BATCH_BYTES)))
         return fan_in, max(1024, budget // (4 * fan_in))
-
-    def under_pressure(self) -> bool:
-        """Whether the pool is nearly full: the merge, and whoever consumes its output (a
-        sibling's merge, a join build), will need memory too, so the last rows go to disk."""
-        pool = self.ctx.memory_pool
-        return pool.limit is not None and pool.limit - pool.reserved < pool.limit // 4
 
     def reserve_merge_budget(self) -> None:
         """Hold the merge's memory from the first spill on, so the merge is not starved later.

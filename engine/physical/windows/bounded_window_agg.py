@@ -190,9 +190,9 @@ class BoundedWindowAggExec(ExecutionPlan):
 
     # -- execution ------------------------------------------------------------
     def _execute(self, partition, ctx):
-        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
-        floor = reservation.reserve_floor(self.input.output_partitioning().count)
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]", metrics=metrics)
+        floor = reservation.reserve_floor(self.input.output_partitioning().count)
         buffer: pa.Table | None = None
         emitted = 0  # rows at the buffer's front already emitted
         state = _OpenPartition()
@@ -209,7 +209,6 @@ class BoundedWindowAggExec(ExecutionPlan):
                     buffer = new if buffer is None else pa.concat_tables([buffer, new])
                     buffer = buffer.combine_chunks()
                     reservation.resize(max(floor, buffer.nbytes))
-                    metrics.set_max("peak_mem", reservation.size)
                 if buffer is None or buffer.num_rows == 0:
                     continue
                 out, ready, keep, state = self._round(buffer, emitted, state, finished)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from plansight.engine.errors import ResourcesExhausted
+from plansight.engine.exec.memory_pool import oversized_piece_bytes
 from plansight.engine.exec.spill import spill_manager
 from plansight.engine.functions.aggregate import (
     DECOMPOSABLE,
@@ -53,8 +54,6 @@ from plansight.engine.physical.windows.bounded_window_agg import (
 )
 from plansight.engine.physical.windows.window_shape import describe_window, partition_starts
 
-#: An oversized partition streams in pieces of at most this fraction of the memory limit.
-OVERSIZED_PIECES = 32
 #: Fold states kept before they are merged into one (each is a one-row table).
 _STATES_BEFORE_MERGE = 64
 
@@ -203,9 +202,7 @@ def evaluate_oversized(plan, open_rows: OpenRows, partition: int, ctx,
         source = _fold_and_read_back(source, list(folds.values()), plan.input.schema, ctx,
                                      metrics)
     if len(folds) < len(plan.windows):
-        limit = ctx.memory_pool.limit
-        source = _pieces(source, ctx.batch_size,
-                         float("inf") if limit is None else limit / OVERSIZED_PIECES)
+        source = _pieces(source, ctx.batch_size, oversized_piece_bytes(ctx.memory_pool))
     # windows sharing PARTITION BY and ORDER BY stream through one BoundedWindowAggExec
     groups: dict[tuple, list[int]] = {}
     for i, window in enumerate(plan.windows):

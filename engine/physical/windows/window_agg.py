@@ -101,12 +101,10 @@ class WindowAggExec(ExecutionPlan):
         return f"WindowAggExec: mode=partition-at-a-time, wdw=[{windows}]"
 
     def _execute(self, partition, ctx):
-        # window_spill builds on BoundedWindowAggExec, which imports this module
-
-        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]", metrics=metrics)
         siblings = self.input.output_partitioning().count
         floor = reservation.reserve_floor(siblings)
-        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         carried: list[pa.RecordBatch] = []
         held = 0  # bytes of carried
         pending: list[pa.RecordBatch] = []  # rows read past an oversized partition
@@ -128,7 +126,6 @@ class WindowAggExec(ExecutionPlan):
                     last = int(starts[-2])  # the open partition starts here
                     if last == 0:
                         continue
-                    metrics.set_max("peak_mem", reservation.size)
                     yield from self._evaluate(table.slice(0, last), starts[:-1])
                     rest = table.slice(last)
                     carried, held = rest.to_batches(), rest.nbytes
@@ -136,7 +133,6 @@ class WindowAggExec(ExecutionPlan):
                     continue
                 # the pool said no: emit the complete partitions, then see whether the open
                 # one fits on its own; if not, it streams or spills (window_spill)
-                metrics.set_max("peak_mem", reservation.size)
                 table = pa.Table.from_batches(carried + [batch]).combine_chunks()
                 carried, held = [], 0
                 if self.partition_by:
@@ -158,7 +154,6 @@ class WindowAggExec(ExecutionPlan):
                 if rows.leftover is not None:
                     pending.append(rows.leftover)
             if carried:
-                metrics.set_max("peak_mem", reservation.size)
                 table = pa.Table.from_batches(carried).combine_chunks()
                 yield from self._evaluate(table, self._starts(table))
         finally:

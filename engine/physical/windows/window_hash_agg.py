@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from plansight.engine.errors import InternalError, PlanError
+from plansight.engine.exec.memory_pool import sort_headroom
 from plansight.engine.functions.window import evaluate_window
 from plansight.engine.functions.window.broadcast import broadcastable, whole_partition_aggregate
 from plansight.engine.functions.window.permutation import (
@@ -63,8 +64,6 @@ from plansight.engine.physical.windows.window_shape import (
     reversed_ordering,
 )
 
-#: The sorts of the fallback leave 1/SORT_HEADROOM of the pool to the window stages.
-SORT_HEADROOM = 8
 # bytes of working memory per row and window: codes, ranks, permutation, inverse, result
 _WORK_BYTES_PER_ROW = 40
 
@@ -174,8 +173,8 @@ class HashWindowAggExec(ExecutionPlan):
 
     # -- execution ------------------------------------------------------------
     def _execute(self, partition, ctx):
-        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]", metrics=metrics)
         batches: list[pa.RecordBatch] = []
         stream = self.input.execute(partition, ctx)
         try:
@@ -185,11 +184,9 @@ class HashWindowAggExec(ExecutionPlan):
                 batches.append(batch)
                 work = batch.num_rows * _WORK_BYTES_PER_ROW * len(self.windows)
                 if not reservation.try_grow(batch.nbytes + work):
-                    metrics.set_max("peak_mem", reservation.size)
                     reservation.free()
                     yield from self._sorting_fallback(partition, ctx, batches, stream)
                     return
-            metrics.set_max("peak_mem", reservation.size)
             if not batches:
                 return
             table = pa.Table.from_batches(batches, schema=self.input.schema)
@@ -261,8 +258,7 @@ class HashWindowAggExec(ExecutionPlan):
 
         plan: ExecutionPlan = _ReplayExec(self.input.schema, held, rest)
         # the window stages between the sorts cannot spill: each sort leaves them room
-        limit = ctx.memory_pool.limit
-        headroom = 0 if limit is None else limit // SORT_HEADROOM
+        headroom = sort_headroom(ctx.memory_pool)
         stages: list[ExecutionPlan] = []
         groups: dict[tuple, list[int]] = {}
         for i, w in enumerate(self.windows):
