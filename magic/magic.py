@@ -12,7 +12,6 @@ errors into a short message. Everything else is the library's job.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import sys
 from typing import Any
@@ -115,8 +114,7 @@ class PlansightMagics(Magics):
         if args.batch_size is not None:
             overrides["batch_size"] = args.batch_size
         params = namespace_parameters(sql, self.shell.user_ns)
-        with cell_options(session, overrides):
-            query = session.sql(sql, catalog=catalog, params=params)
+        query = session.sql(sql, catalog=catalog, params=params, options=overrides)
         if args.explain:
             print(query.explain())
             return None
@@ -273,22 +271,6 @@ def is_tabular(obj: Any) -> bool:
         return True
     module = type(obj).__module__.split(".")[0]
     return module in ("pandas", "polars") and type(obj).__name__ == "DataFrame"
-
-
-@contextlib.contextmanager
-def cell_options(session, overrides: dict[str, Any]):
-    """Apply session options for one cell; restore exactly the ones changed afterwards.
-
-    Only the overridden options are restored, so a ``SET`` in the cell still persists.
-    """
-    saved = {name: session.get_option(name) for name in overrides}
-    try:
-        for name, value in overrides.items():
-            session.set_option(name, value)
-        yield session
-    finally:
-        for name, value in saved.items():
-            session.set_option(name, value)
 
 
 def _display(obj) -> None:

@@ -1,8 +1,11 @@
 """``%config Query.<option> = value``: kernel-wide defaults for ``%%query``, with validation.
 
 A traitlets Configurable registered with the shell, so IPython's ``%config`` and config files
-set it. Engine options are checked by ``Session.set_option`` (bad values are refused with the
-engine's message, the old value stays) and applied to the kernel's session at once.
+set it. Its engine options are derived from the session's option table
+(``plansight.session.OPTIONS``, one entry per ``SessionConfig`` field), so a new engine option
+is configurable here without touching this module. Values are checked by the same validators
+as ``SET`` (bad values are refused with the engine's message, the old value stays) and applied
+to the kernel's session at once.
 """
 
 from __future__ import annotations
@@ -10,33 +13,44 @@ from __future__ import annotations
 from traitlets import Bool, Int, TraitError, Unicode, observe, validate
 from traitlets.config import Configurable
 
+from plansight.engine.exec.context import SessionConfig
 from plansight.errors import PlanError
+from plansight.session import OPTIONS
 
-ENGINE_OPTIONS = ("memory_limit", "target_partitions", "batch_size", "default_null_order",
-                  "integer_division")
+#: Every engine option under its canonical name (aliases such as ``threads`` are left out).
+ENGINE_OPTIONS = tuple(name for name in OPTIONS if name in SessionConfig.__dataclass_fields__)
+
+_HELP = {
+    "memory_limit": "Memory limit of queries, e.g. '2GB' (default: a share of RAM)",
+    "target_partitions": "Partitions (threads) per query (default: CPU count)",
+    "batch_size": "Rows per batch",
+    "default_null_order": "nulls_last | nulls_first | nulls_first_on_asc_last_on_desc"
+                          " | nulls_last_on_asc_first_on_desc",
+    "integer_division": "PostgreSQL-style / on integers (DuckDB's option)",
+}
+
+
+def _trait(name: str):
+    """A trait of the option's type (None: not configured, the session's value stays)."""
+    kind = SessionConfig.__dataclass_fields__[name].type
+    help_text = _HELP.get(name, f"the engine option {name} (SET {name} = ...)")
+    if kind == "bool":
+        return Bool(None, allow_none=True, config=True, help=help_text)
+    if kind == "int":
+        return Int(None, allow_none=True, config=True, help=help_text)
+    return Unicode(None, allow_none=True, config=True, help=help_text)  # sizes such as '2GB'
 
 
 class Query(Configurable):
     """Defaults of the ``%%query`` magic (``%config Query`` lists them)."""
 
-    memory_limit = Unicode(None, allow_none=True, config=True,
-                           help="Memory limit of queries, e.g. '2GB' (default: a share of RAM)")
-    target_partitions = Int(None, allow_none=True, config=True,
-                            help="Partitions (threads) per query (default: CPU count)")
-    batch_size = Int(None, allow_none=True, config=True, help="Rows per batch")
-    default_null_order = Unicode(None, allow_none=True, config=True,
-                                 help="nulls_last | nulls_first | nulls_first_on_asc_last_on_desc"
-                                      " | nulls_last_on_asc_first_on_desc")
-    integer_division = Bool(None, allow_none=True, config=True,
-                            help="PostgreSQL-style / on integers (DuckDB's option)")
+    locals().update({name: _trait(name) for name in ENGINE_OPTIONS})
     monitor = Bool(True, config=True, help="Show the live plan monitor while a query runs")
 
     @validate(*ENGINE_OPTIONS)
     def _check(self, proposal):
         value, name = proposal["value"], proposal["trait"].name
         if value is not None:
-            from plansight.session import OPTIONS
-
             try:
                 OPTIONS[name](value)
             except PlanError as error:

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from plansight.engine.exec.context import TaskContext
+from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.events import (
     EventBus,
     QueryCancelled,
@@ -78,10 +78,10 @@ class Query:
     """
 
     def __init__(self, session, sql: str, statement: exp.Expression | None, tables: dict,
-                 params: dict | None = None):
+                 params: dict | None = None, config: SessionConfig | None = None):
         self.session, self.sql, self.tables = session, sql, tables
         self.params = params or {}
-        self.config = session.config.copy()
+        self.config = config if config is not None else session.config.copy()
         self._explain = None
         if isinstance(statement, exp.Describe) and statement.meta.get("explain"):
             self._explain = "analyze" if statement.args.get("style") == "ANALYZE" else "plain"

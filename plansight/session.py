@@ -73,10 +73,21 @@ def _spill_dir(value):
     return None if value in (None, "") else str(value)
 
 
-def _policy(value):
-    if value not in ("greedy", "fair"):
-        raise PlanError(f"invalid memory_pool_policy {value!r}: use 'greedy' or 'fair'")
-    return value
+def _choice(name, choices):
+    def check(value):
+        text = str(value).lower()
+        if text not in choices:
+            raise PlanError(f"invalid {name} {value!r}: use one of {', '.join(choices)}")
+        return text
+    return check
+
+
+def _non_negative_int(name):
+    positive = _positive_int(name)
+
+    def check(value):
+        return 0 if value in (0, "0") else positive(value)
+    return check
 
 
 OPTIONS = {
@@ -88,9 +99,23 @@ OPTIONS = {
     "integer_division": _boolean("integer_division"),
     "spill_dir": _spill_dir,
     "temp_directory": _spill_dir,  # DuckDB's name
-    "memory_pool_policy": _policy,
+    "memory_pool_policy": _choice("memory_pool_policy", ("greedy", "fair")),
+    "hash_join_single_partition_threshold_rows": _non_negative_int(
+        "hash_join_single_partition_threshold_rows"),
+    "window_executor": _choice("window_executor", ("auto", "hash", "sorted", "partition")),
+    "spill_merge_fan_in": _positive_int("spill_merge_fan_in"),
+    "dynamic_filter_max_keys": _non_negative_int("dynamic_filter_max_keys"),
 }
 _ALIASES = {"threads": "target_partitions", "temp_directory": "spill_dir"}
+
+
+def apply_option(config: SessionConfig, name: str, value: Any) -> None:
+    """Validate ``value`` for option ``name`` and set it on ``config`` (PlanError if bad)."""
+    key = str(name).lower()
+    if key not in OPTIONS:
+        raise PlanError(f"unknown option {name!r}." + did_you_mean(key, OPTIONS) +
+                        f" Options: {', '.join(sorted(OPTIONS))}")
+    setattr(config, _ALIASES.get(key, key), OPTIONS[key](value))
 
 
 def default_memory_limit() -> int:
@@ -125,11 +150,7 @@ class Session:
     # -- options --------------------------------------------------------------
     def set_option(self, name: str, value: Any) -> None:
         """Set a session option (DuckDB's names where DuckDB has the option)."""
-        key = name.lower()
-        if key not in OPTIONS:
-            raise PlanError(f"unknown option {name!r}." + did_you_mean(key, OPTIONS) +
-                            f" Options: {', '.join(sorted(OPTIONS))}")
-        setattr(self.config, _ALIASES.get(key, key), OPTIONS[key](value))
+        apply_option(self.config, name, value)
 
     def get_option(self, name: str) -> Any:
         key = name.lower()
@@ -190,11 +211,12 @@ class Session:
 
     # -- queries --------------------------------------------------------------
     def sql(self, text: str, catalog: dict[str, Any] | None = None,
-            params: dict[str, Any] | None = None):
+            params: dict[str, Any] | None = None, options: dict[str, Any] | None = None):
         """Parse, bind and plan ``text`` (lazy: nothing runs until a result is asked for).
 
         SET statements apply at once. ``catalog`` adds tables visible to this query only.
         ``params`` binds ``:name`` placeholders to values, as typed literals (never as text).
+        ``options`` overrides session options for this query only (the session is unchanged).
 
         Example:
             >>> import pyarrow as pa, plansight as ps
@@ -218,7 +240,10 @@ class Session:
         tables: dict[str, Any] = dict(self._tables)
         for name, obj in (catalog or {}).items():
             tables[name] = source_from_object(obj)
-        return Query(self, text, query, tables, params or {})
+        config = self.config.copy()
+        for name, value in (options or {}).items():
+            apply_option(config, name, value)
+        return Query(self, text, query, tables, params or {}, config)
 
     def _apply_set(self, statement: exp.Set) -> None:
         for item in statement.expressions:

@@ -260,3 +260,38 @@ def test_case_evaluates_a_branch_only_on_its_rows():
     s.register("z", pa.table({"n": [6, 7, 8], "d": [0, 7, 2]}))
     got = s.sql("SELECT CASE WHEN d <> 0 THEN n // d ELSE -1 END AS q FROM z").to_arrow()
     assert got.column("q").to_pylist() == [-1, 1, 4]
+
+
+def test_per_query_options_leave_the_session_unchanged():
+    import pyarrow as pa
+
+    import plansight as ps
+
+    s = ps.Session(target_partitions=2)
+    s.register("t", pa.table({"x": [3, 1, 2]}))
+    q = s.sql("SELECT sum(x) AS n FROM t", options={"target_partitions": 1, "batch_size": 1,
+                                                       "window_executor": "sorted"})
+    assert (q.config.target_partitions, q.config.batch_size, q.config.window_executor) == \
+        (1, 1, "sorted")
+    assert (s.get_option("target_partitions"), s.get_option("batch_size"),
+            s.get_option("window_executor")) == (2, 8192, "auto")
+    assert q.to_arrow().to_pylist() == [{"n": 6}]
+
+
+def test_engine_knobs_are_options_with_clear_errors():
+    import pytest
+
+    import plansight as ps
+    from plansight.errors import PlanError
+
+    s = ps.Session()
+    s.sql("SET window_executor = 'partition'")
+    s.sql("SET hash_join_single_partition_threshold_rows = 0")
+    assert (s.get_option("window_executor"),
+            s.get_option("hash_join_single_partition_threshold_rows")) == ("partition", 0)
+    with pytest.raises(PlanError, match="window_executor.*auto, hash, sorted, partition"):
+        s.set_option("window_executor", "fastest")
+    with pytest.raises(PlanError, match="Did you mean .spill_merge_fan_in"):
+        s.sql("SET spill_merge_fanin = 4")
+    with pytest.raises(PlanError, match="unknown option"):
+        s.sql("SELECT 1", options={"no_such_option": 1})

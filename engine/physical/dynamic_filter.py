@@ -31,16 +31,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# a build side with at most this many distinct keys publishes them as a set; is_in against
-# a set this small costs about as much as the range comparisons it replaces
-KEY_SET_MAX = 1024
-
 
 class DynamicFilter:
     """``low <= column <= high`` with bounds that only ever tighten (either may be None)."""
 
-    def __init__(self, origin: str, keep_nulls: bool):
-        self.origin, self.keep_nulls = origin, keep_nulls
+    def __init__(self, origin: str, keep_nulls: bool, max_keys: int = 1024):
+        # a build side with at most ``max_keys`` distinct keys publishes them as a set; is_in
+        # against a set this small costs about as much as the range comparisons it replaces
+        self.origin, self.keep_nulls, self.max_keys = origin, keep_nulls, max_keys
         self.low: Any = None
         self.high: Any = None
         self.empty = False  # e.g. an empty join build side: nothing can match
@@ -87,7 +85,7 @@ class DynamicFilter:
             summary["low"], summary["high"] = bounds["min"].as_py(), bounds["max"].as_py()
             if not pa.types.is_floating(keys.type):
                 distinct = pc.unique(keys)
-                if len(distinct) <= KEY_SET_MAX:
+                if len(distinct) <= self.max_keys:
                     summary["set"] = distinct
         with self._lock:
             if build in self._builds:
@@ -113,7 +111,7 @@ class DynamicFilter:
         sets = [p["set"] for p in present]
         if all(s is not None for s in sets):
             keys = pc.unique(pa.concat_arrays(sets)) if len(sets) > 1 else sets[0]
-            if len(keys) <= KEY_SET_MAX:
+            if len(keys) <= self.max_keys:
                 self._set_keys(keys)
         try:
             self.tighten(min(p["low"] for p in present), max(p["high"] for p in present))

@@ -42,11 +42,6 @@ def schema_of(columns) -> pa.Schema:
     return pa.schema([pa.field(c.field_name, c.type) for c in columns])
 
 
-# build sides estimated at least this large are joined partitioned (both sides hashed); below
-# it one shared build is cheaper than shuffling both inputs through Python queues (measured
-# on TPC-H SF1 with 2 cores: a wash for 0.8-1.5M-row builds)
-PARTITIONED_JOIN_MIN_BUILD_ROWS = 2_500_000
-
 
 class PhysicalPlanner:
     def __init__(self, config: SessionConfig):
@@ -193,7 +188,8 @@ class PhysicalPlanner:
         # see every build key (a NULL anywhere empties the result), so it stays collected
         partitions = self.config.target_partitions if (
             self.config.target_partitions > 1 and not node.null_aware and
-            min(left_rows, right_rows) >= PARTITIONED_JOIN_MIN_BUILD_ROWS) else None
+            min(left_rows, right_rows) >=
+            self.config.hash_join_single_partition_threshold_rows) else None
         if build_right:
             on = [(b, a) for a, b in node.on]
             join = HashJoinExec(right, left, on, _SWAPPED[node.kind], node.filter,

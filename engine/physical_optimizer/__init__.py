@@ -20,4 +20,4 @@ def optimize_physical(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPl
     plan = ensure_single_output(plan)
     plan = widen_scan_batches(plan, config)
     # last: it wires operators of the final tree together
-    return push_dynamic_filters(plan)
+    return push_dynamic_filters(plan, config.dynamic_filter_max_keys)

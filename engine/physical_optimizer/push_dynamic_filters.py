@@ -26,7 +26,7 @@ from plansight.engine.physical.sorts.sort import SortExec
 _PROBE_DROPPING = ("inner", "left", "left_semi", "left_anti", "right_semi")
 
 
-def push_dynamic_filters(plan: ExecutionPlan) -> ExecutionPlan:
+def push_dynamic_filters(plan: ExecutionPlan, max_keys: int = 1024) -> ExecutionPlan:
     for node in _walk(plan):
         if isinstance(node, SortExec) and node.fetch is not None and node.keys:
             key = node.keys[0]
@@ -47,7 +47,7 @@ def push_dynamic_filters(plan: ExecutionPlan) -> ExecutionPlan:
                 if found is None:
                     continue
                 dynamic_filter = DynamicFilter(f"HashJoin[{node.operator_id}]",
-                                               keep_nulls=node.null_equal)
+                                               keep_nulls=node.null_equal, max_keys=max_keys)
                 found[0].dynamic_filters.append((found[1], dynamic_filter))
                 filters.append((build_key, dynamic_filter))
             node.dynamic_filters = filters

@@ -82,8 +82,8 @@ def test_cell_options_apply_to_one_cell(ip, monkeypatch):
     seen = []
     original = ps.Session.sql
 
-    def spy(self, text, catalog=None, params=None):
-        q = original(self, text, catalog)
+    def spy(self, text, catalog=None, params=None, options=None):
+        q = original(self, text, catalog, params, options)
         seen.append(q.config)
         return q
 
@@ -128,7 +128,7 @@ def test_bad_option_value_is_short(ip, capsys):
 
 
 def test_internal_error_keeps_traceback(ip, monkeypatch):
-    def broken(self, text, catalog=None, params=None):
+    def broken(self, text, catalog=None, params=None, options=None):
         raise InternalError("boom")
 
     monkeypatch.setattr(ps.Session, "sql", broken)

@@ -16,9 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import plansight as ps
-from plansight.engine.physical import planner
-from plansight.engine.physical.dynamic_filter import KEY_SET_MAX, DynamicFilter
+from plansight.engine.exec.context import SessionConfig
+from plansight.engine.physical.dynamic_filter import DynamicFilter
 from tests.differential.harness import assert_same, check, run_duckdb
+from tests.session_defaults import session_defaults
+
+KEY_SET_MAX = SessionConfig().dynamic_filter_max_keys  # the default
 
 
 def _metric(plan_text: str, name: str) -> int:
@@ -150,7 +153,7 @@ def test_key_set_prunes_row_groups_the_range_cannot(sorted_facts, key, partition
 @pytest.mark.parametrize("partitions", [2, 3])
 def test_partitioned_join_prunes_with_the_union_of_its_build_partitions(
         sorted_facts, partitions, monkeypatch):
-    monkeypatch.setattr(planner, "PARTITIONED_JOIN_MIN_BUILD_ROWS", 0)
+    session_defaults(monkeypatch, hash_join_single_partition_threshold_rows=0)
     dims = _spread_dims()
     session = ps.Session(target_partitions=partitions, batch_size=100)
     session.register_parquet("facts", sorted_facts)
@@ -238,7 +241,7 @@ def test_join_key_filters_match_duckdb(sql, options):
 @pytest.mark.parametrize("partitions", [2, 3])
 @pytest.mark.parametrize("sql", QUERIES)
 def test_partitioned_join_key_filters_match_duckdb(sql, partitions, monkeypatch):
-    monkeypatch.setattr(planner, "PARTITIONED_JOIN_MIN_BUILD_ROWS", 0)
+    session_defaults(monkeypatch, hash_join_single_partition_threshold_rows=0)
     check(sql, TABLES, target_partitions=partitions, batch_size=100)
 
 

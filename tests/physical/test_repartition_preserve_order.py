@@ -15,9 +15,9 @@ from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
 from plansight.engine.physical.repartition import RepartitionExec
 from plansight.engine.physical.sorts.permutation import sort_indices
-from plansight.engine.physical.windows import planning as window_planning
 from plansight.errors import ExecutionError, PlanError
 from tests.differential.harness import check
+from tests.session_defaults import session_defaults
 
 K = Column(1, "k", pa.int64())
 S = Column(2, "s", pa.string())
@@ -127,7 +127,7 @@ STACKED = ("SELECT p, o, v, sum(v) OVER (PARTITION BY p ORDER BY o) AS a, "
 
 @pytest.fixture
 def sorted_windows(monkeypatch):
-    monkeypatch.setattr(window_planning, "EXECUTOR", "partition")
+    session_defaults(monkeypatch, window_executor="partition")
 
 
 def test_sorted_input_is_repartitioned_preserving_order_instead_of_sorted_again(

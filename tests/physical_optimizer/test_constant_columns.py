@@ -8,7 +8,6 @@ import pytest
 
 import plansight as ps
 from plansight.engine.logical.expr import Call, Column, Literal, SortKey
-from plansight.engine.physical import planner
 from plansight.engine.physical.equivalence import Equivalences, constants
 from plansight.engine.physical.plan import (
     Partitioning,
@@ -16,6 +15,7 @@ from plansight.engine.physical.plan import (
     ordering_satisfies,
 )
 from tests.differential.harness import check
+from tests.session_defaults import session_defaults
 
 PARTITIONS = [1, 2, 3, 8]
 INT64 = pa.int64()
@@ -50,7 +50,7 @@ def _lines(plan: str, operator: str) -> list[str]:
 
 @pytest.fixture
 def partitioned_joins(monkeypatch):
-    monkeypatch.setattr(planner, "PARTITIONED_JOIN_MIN_BUILD_ROWS", 0)
+    session_defaults(monkeypatch, hash_join_single_partition_threshold_rows=0)
 
 
 def _col(i: int, name: str, t: pa.DataType = INT64) -> Column:

@@ -8,10 +8,10 @@ import pytest
 
 import plansight as ps
 from plansight.engine.logical.expr import Column, SortKey
-from plansight.engine.physical import planner
 from plansight.engine.physical.equivalence import Equivalences
 from plansight.engine.physical.plan import Partitioning, hash_distribution, ordering_satisfies
 from tests.differential.harness import check
+from tests.session_defaults import session_defaults
 
 PARTITIONS = [1, 2, 3, 8]
 
@@ -39,7 +39,7 @@ def _session(partitions: int) -> ps.Session:
 
 @pytest.fixture
 def partitioned_joins(monkeypatch):
-    monkeypatch.setattr(planner, "PARTITIONED_JOIN_MIN_BUILD_ROWS", 0)
+    session_defaults(monkeypatch, hash_join_single_partition_threshold_rows=0)
 
 
 INT64 = pa.int64()

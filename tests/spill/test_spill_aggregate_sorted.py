@@ -23,6 +23,7 @@ from plansight.engine.exec.spill import SpillManager, SpillWriter
 from plansight.engine.physical.sorts import sorted_runs
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
 from tests.differential.harness import assert_same, run_duckdb
+from tests.session_defaults import session_defaults
 
 ROWS = 220_000
 LIMIT = 3_000_000
@@ -207,7 +208,7 @@ def test_a_non_mergeable_group_larger_than_memory_fails_naming_the_aggregate(ske
 
 
 def test_many_runs_merge_in_levels(many, tmp_path, monkeypatch):
-    monkeypatch.setattr(sorted_runs, "FAN_IN", 2)
+    session_defaults(monkeypatch, spill_merge_fan_in=2)
     levels = []
     merge_level = sorted_runs.SortedRuns._merge_level
     monkeypatch.setattr(sorted_runs.SortedRuns, "_merge_level",

@@ -13,9 +13,9 @@ import pytest
 import plansight as ps
 from plansight.engine.exec.events import ReservationChanged, SpillWritten
 from plansight.engine.exec.spill import SpillManager, SpillWriter
-from plansight.engine.physical import planner
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
 from tests.differential.harness import assert_same
+from tests.session_defaults import session_defaults
 
 LIMIT = 700_000
 PROBE_ROWS, BUILD_ROWS = 200_000, 130_000
@@ -115,7 +115,7 @@ def test_spilled_join_equals_the_unlimited_run(tables, name, partitions, mode, t
     if mode == "Partitioned":
         if "not_in" in name:
             pytest.skip("NOT IN is always planned collect-left (it must see every build key)")
-        monkeypatch.setattr(planner, "PARTITIONED_JOIN_MIN_BUILD_ROWS", 1)
+        session_defaults(monkeypatch, hash_join_single_partition_threshold_rows=1)
     expected = _unlimited_result(tables, name, tmp_path)
     s = _session(tables, tmp_path, partitions=partitions)
     query = s.sql(sql)

@@ -16,10 +16,10 @@ from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.exec.spill import SpillWriter
 from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical.plan import collect_partition
-from plansight.engine.physical.sorts import sorted_runs
 from plansight.engine.physical.sorts.sort import SortExec
 from plansight.engine.physical.values import ValuesExec
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
+from tests.session_defaults import session_defaults
 
 LIMIT = 8_000_000
 ROWS = 4_200_000  # ~100 MB: 3 int64/float64 columns
@@ -138,7 +138,7 @@ def test_spilled_sort_matches_duckdb_with_nulls_strings_and_ties(tmp_path, parti
 
 
 def test_many_runs_merge_in_levels(monkeypatch):
-    monkeypatch.setattr(sorted_runs, "FAN_IN", 3)
+    session_defaults(monkeypatch, spill_merge_fan_in=3)
     rng = np.random.default_rng(1)
     n = 40_000
     table = pa.table({"k#1": rng.integers(0, 100, n), "id#2": np.arange(n)})

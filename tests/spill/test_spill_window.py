@@ -24,12 +24,12 @@ from plansight.engine.logical.expr import Column, SortKey, WindowCall
 from plansight.engine.physical.plan import collect_partition
 from plansight.engine.physical.sorts import sort
 from plansight.engine.physical.values import ValuesExec
-from plansight.engine.physical.windows import planning as window_planning
 from plansight.engine.physical.windows import window_hash_agg
 from plansight.engine.physical.windows.window_agg import WindowAggExec
 from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
 from tests.differential.harness import assert_same, run_duckdb
+from tests.session_defaults import session_defaults
 
 LIMIT = 4_000_000
 ROWS = 640_000  # ~20 MB: 5x the limit
@@ -146,7 +146,7 @@ def test_moving_frames_stream_through_the_sorted_executors(big, tmp_path, monkey
     # WindowAggExec meets one partition larger than memory and streams it; the streaming
     # executor never holds more than its frames need
     expected = _unlimited(big, MOVING)
-    monkeypatch.setattr(window_planning, "EXECUTOR", executor)
+    session_defaults(monkeypatch, window_executor=executor)
     run, _ = _run_limited(big, MOVING, tmp_path)
     _same_rows(run.result, expected)
 

@@ -10,6 +10,7 @@ import pytest
 import plansight as ps
 from plansight.datasets import TPCH_QUERIES, tpch_parquet
 from tests.differential.harness import assert_same, has_top_level_order_by
+from tests.session_defaults import session_defaults
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +68,7 @@ def test_tpch_in_memory_at_three_partitions_matches_duckdb(generated, number):
 def test_tpch_with_every_hash_join_partitioned(generated, number, monkeypatch):
     """Partitioned joins (both inputs hash-repartitioned, one build per partition) give the
     same answers as DuckDB."""
-    from plansight.engine.physical import planner
-
-    monkeypatch.setattr(planner, "PARTITIONED_JOIN_MIN_BUILD_ROWS", 0)
+    session_defaults(monkeypatch, hash_join_single_partition_threshold_rows=0)
     session = ps.Session(target_partitions=3, batch_size=4096)
     con = duckdb.connect()
     for name, table in generated.items():

@@ -8,9 +8,8 @@ import pyarrow as pa
 import pytest
 
 import plansight as ps
-from plansight.engine.physical import planner
-from plansight.engine.physical.windows import planning as window_planning
 from tests.differential.harness import check
+from tests.session_defaults import session_defaults
 
 PARTITIONS = [1, 2, 3, 8]
 INT64 = pa.int64()
@@ -45,7 +44,7 @@ def _lines(plan: str, operator: str) -> list[str]:
 
 @pytest.fixture
 def partitioned_joins(monkeypatch):
-    monkeypatch.setattr(planner, "PARTITIONED_JOIN_MIN_BUILD_ROWS", 0)
+    session_defaults(monkeypatch, hash_join_single_partition_threshold_rows=0)
 
 
 # the sort below each window is the subquery's own ORDER BY; the window must add none
@@ -112,7 +111,7 @@ def test_forced_sorted_executor_over_a_partitioned_join_only_sorts(partitioned_j
                                                                    monkeypatch):
     """Rows hashed on u.x by a partitioned join are partitioned on t.x: the sorted executor
     needs a per-partition sort, no shuffle; the sort skips keys known equal."""
-    monkeypatch.setattr(window_planning, "EXECUTOR", "sorted")
+    session_defaults(monkeypatch, window_executor="sorted")
     sql = ("SELECT t.x, u.x, t.id, sum(t.v) OVER (PARTITION BY t.x ORDER BY u.x, t.id) AS w "
            "FROM t JOIN u ON t.x = u.x")
     plan = _explain(sql, 3)
@@ -141,7 +140,7 @@ def test_results_match_duckdb(sql, partitions, batch_size):
 @pytest.mark.parametrize("partitions", PARTITIONS)
 def test_forced_sorted_executor_over_a_partitioned_join_matches_duckdb(
         partitioned_joins, monkeypatch, partitions):
-    monkeypatch.setattr(window_planning, "EXECUTOR", "sorted")
+    session_defaults(monkeypatch, window_executor="sorted")
     sql = ("SELECT t.x, u.x, t.id, sum(t.v) OVER (PARTITION BY t.x ORDER BY u.x, t.id) AS w "
            "FROM t JOIN u ON t.x = u.x")
     check(sql, _tables(), target_partitions=partitions, batch_size=7)

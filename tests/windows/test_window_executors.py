@@ -18,9 +18,9 @@ from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column, SortKey, WindowCall
 from plansight.engine.physical.plan import ExecutionPlan
-from plansight.engine.physical.windows import planning as window_planning
 from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
 from tests.differential.harness import check
+from tests.session_defaults import session_defaults
 from tests.windows.window_cases import QUERIES, TABLES
 
 
@@ -28,14 +28,14 @@ from tests.windows.window_cases import QUERIES, TABLES
 @pytest.mark.parametrize("executor", ["sorted", "partition"])
 def test_sorted_executors_match_duckdb(sql, executor, monkeypatch):
     # "sorted": BoundedWindowAggExec wherever it applies, else WindowAggExec
-    monkeypatch.setattr(window_planning, "EXECUTOR", executor)
+    session_defaults(monkeypatch, window_executor=executor)
     check(sql, {"t": TABLES["mixed"]}, batch_size=7)
 
 
 @pytest.mark.parametrize("sql", QUERIES[1::4])
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_bounded_executor_at_tiny_batches(sql, batch_size, monkeypatch):
-    monkeypatch.setattr(window_planning, "EXECUTOR", "sorted")
+    session_defaults(monkeypatch, window_executor="sorted")
     check(sql, {"t": TABLES["one_partition"]}, batch_size=batch_size)
     check(sql, {"t": TABLES["mixed"]}, batch_size=batch_size)
 
@@ -119,7 +119,7 @@ def test_compatible_orderings_share_one_sort_in_the_sorted_path(executor, operat
                                                                   monkeypatch):
     """ORDER BY o, ORDER BY o, id and their reverses on one partition key: one sort by the
     longest ordering (planned lowest) serves all of them."""
-    monkeypatch.setattr(window_planning, "EXECUTOR", executor)
+    session_defaults(monkeypatch, window_executor=executor)
     sql = ("SELECT id, sum(v) OVER (PARTITION BY p ORDER BY o) AS a, "
            "lag(v) OVER (PARTITION BY p ORDER BY o, id) AS b, "
            "row_number() OVER (PARTITION BY p ORDER BY o, id) AS c, "
@@ -139,7 +139,7 @@ def test_compatible_orderings_share_one_sort_in_the_sorted_path(executor, operat
 
 
 def test_incompatible_orderings_get_one_sort_each(monkeypatch):
-    monkeypatch.setattr(window_planning, "EXECUTOR", "partition")
+    session_defaults(monkeypatch, window_executor="partition")
     sql = ("SELECT id, lag(v) OVER (PARTITION BY p ORDER BY o, id) AS a, "
            "lag(v) OVER (PARTITION BY p ORDER BY id) AS b, "
            "lag(v) OVER (PARTITION BY o ORDER BY id) AS c FROM t")
@@ -208,7 +208,7 @@ def test_explain_names_executor_frame_and_mode(sql, expected):
 ])
 def test_frame_values_stream_through_the_bounded_executor(call, frame, monkeypatch):
     """nth_value, and IGNORE NULLS, only look inside a bounded frame: they stream."""
-    monkeypatch.setattr(window_planning, "EXECUTOR", "sorted")
+    session_defaults(monkeypatch, window_executor="sorted")
     # (o, id) is unique: no engine-dependent order of peers
     sql = f"SELECT id, {call} OVER (PARTITION BY p ORDER BY o, id {frame}) AS w FROM t"
     plan = _plan(sql)
@@ -222,7 +222,7 @@ def test_frame_values_stream_through_the_bounded_executor(call, frame, monkeypat
 
 def test_lag_ignore_nulls_does_not_stream(monkeypatch):
     """lag(v IGNORE NULLS) may look back past any number of NULLs: partition-at-a-time."""
-    monkeypatch.setattr(window_planning, "EXECUTOR", "sorted")
+    session_defaults(monkeypatch, window_executor="sorted")
     sql = "SELECT id, lag(v IGNORE NULLS) OVER (PARTITION BY p ORDER BY o, id) AS w FROM t"
     assert "WindowAggExec: mode=partition-at-a-time" in _plan(sql)
     check(sql, {"t": TABLES["mixed"]}, batch_size=3)

@@ -14,8 +14,6 @@ from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.sorts.merge import merge_sorted
 from plansight.engine.physical.sorts.permutation import contiguous, sort_indices
 
-#: Most runs merged at once; more runs merge in levels (each cuts their number FAN_IN-fold).
-FAN_IN = 16
 #: Smallest batch written to a run; with less merge memory the fan-in drops first (down to 2).
 MIN_RUN_BATCH_BYTES = 32 * 1024
 
@@ -40,7 +38,8 @@ class SortedRuns:
         self.merge_reservation = None
         self.runs: list[SpillFile] = []
         self.spilled: list[SpillFile] = []  # every run written, deleted in close()
-        self.fan_in, self.run_batch_bytes = self._merge_shape(self.merge_budget())
+        self.fan_in, self.run_batch_bytes = self._merge_shape(self.merge_budget(),
+                                                              ctx.config.spill_merge_fan_in)
 
     def merge_budget(self) -> int:
         return merge_budget(self.ctx.memory_pool, self.siblings)
@@ -50,10 +49,11 @@ class SortedRuns:
         return self.merge_reservation.peak if self.merge_reservation is not None else 0
 
     @staticmethod
-    def _merge_shape(budget: int) -> tuple[int, int]:
-        """(fan-in, bytes per run batch) for a merge budget: each merged stream buffers up to
-        two batches, and the round's output is as much again."""
-        fan_in = max(2, min(FAN_IN, budget // (4 * MIN_RUN_BATCH_BYTES)))
+    def _merge_shape(budget: int, most: int) -> tuple[int, int]:
+        """(fan-in, bytes per run batch) for a merge budget and the most runs merged at once:
+        each merged stream buffers up to two batches, and the round's output is as much
+        again."""
+        fan_in = max(2, min(most, budget // (4 * MIN_RUN_BATCH_BYTES)))
         return fan_in, max(1024, budget // (4 * fan_in))
 
     def reserve_merge_budget(self) -> None:

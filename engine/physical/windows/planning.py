@@ -28,8 +28,8 @@ needs no order, so rows sorted by ``b`` serve ``PARTITION BY a, b``. The executo
 the input's order restated in the window's own columns (input_ordering_for).
 
 The executor declares its requirements; EnsureRequirements adds only what is missing.
-``EXECUTOR`` forces an executor for tests: "hash", "sorted" (sorts below the streaming
-executors) or "partition" (sorts below WindowAggExec only).
+The ``window_executor`` option forces an executor: "hash", "sorted" (sorts below the
+streaming executors) or "partition" (sorts below WindowAggExec only); "auto" chooses.
 """
 
 from __future__ import annotations
@@ -51,8 +51,6 @@ from plansight.engine.physical.windows.bounded_window_agg import (
 from plansight.engine.physical.windows.window_agg import WindowAggExec
 from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
 from plansight.engine.physical.windows.window_shape import window_direction
-
-EXECUTOR = "auto"  # "auto" | "hash" | "sorted" (bounded where it can) | "partition"
 
 
 def stacked_windows(node: lp.Window) -> tuple[list[WindowCall], list[Column], lp.LogicalPlan]:
@@ -82,16 +80,19 @@ def plan_window(windows: list[WindowCall], outputs: list[Column], child: Executi
     groups: dict[tuple, list[int]] = {}
     for i, w in enumerate(windows):
         groups.setdefault((w.partition_by, w.order_by), []).append(i)
-    if EXECUTOR in ("sorted", "partition"):
-        return _plan_sorted_chains(windows, outputs, list(groups.values()), child)
+    executor = config.window_executor
+    if executor in ("sorted", "partition"):
+        return _plan_sorted_chains(windows, outputs, list(groups.values()), child, executor)
     plan = child
     for indices in groups.values():
-        plan = _plan_group([windows[i] for i in indices], [outputs[i] for i in indices], plan)
+        plan = _plan_group([windows[i] for i in indices], [outputs[i] for i in indices], plan,
+                           executor)
     return plan
 
 
 def _plan_sorted_chains(all_windows: list[WindowCall], all_outputs: list[Column],
-                        groups: list[list[int]], child: ExecutionPlan) -> ExecutionPlan:
+                        groups: list[list[int]], child: ExecutionPlan,
+                        executor: str) -> ExecutionPlan:
     """Sorted executors, one sort per chain of compatible orderings.
 
     Groups on the same partition keys whose ORDER BY is a prefix of the longest one, or of
@@ -111,22 +112,24 @@ def _plan_sorted_chains(all_windows: list[WindowCall], all_outputs: list[Column]
     plan = child
     for longest, members in chains:
         plan = _plan_chain(longest, [[all_windows[i] for i in m] for m in members],
-                           [[all_outputs[i] for i in m] for m in members], plan)
+                           [[all_outputs[i] for i in m] for m in members], plan, executor)
     return plan
 
 
 def _plan_chain(longest: WindowCall, members: list[list[WindowCall]],
-                outputs: list[list[Column]], child: ExecutionPlan) -> ExecutionPlan:
+                outputs: list[list[Column]], child: ExecutionPlan,
+                executor: str) -> ExecutionPlan:
     """Streaming executors for the members that can stream, one WindowAggExec for the rest;
     whichever holds the longest ordering goes lowest, so one sort below serves them all."""
-    if _sorted_executor(members[0], outputs[0], child) is not None:
+    if _sorted_executor(members[0], outputs[0], child, executor) is not None:
         # the input already serves the chain: its ordering, in the windows' columns
         have = input_ordering_for(longest, child.output_ordering() or (), child.equivalences())
     else:
         have = tuple([SortKey(e) for e in longest.partition_by] + list(longest.order_by))
     streaming, rest_windows, rest_outputs = [], [], []
     for windows, columns in zip(members, outputs):
-        if isinstance(_sorted_executor(windows, columns, child, have), BoundedWindowAggExec):
+        if isinstance(_sorted_executor(windows, columns, child, executor, have),
+                      BoundedWindowAggExec):
             streaming.append((windows, columns))
         else:
             rest_windows += windows
@@ -148,9 +151,9 @@ def _plan_chain(longest: WindowCall, members: list[list[WindowCall]],
 
 
 def _plan_group(windows: list[WindowCall], outputs: list[Column],
-                child: ExecutionPlan) -> ExecutionPlan:
-    if EXECUTOR != "hash":
-        sorted_plan = _sorted_executor(windows, outputs, child)
+                child: ExecutionPlan, executor: str) -> ExecutionPlan:
+    if executor != "hash":
+        sorted_plan = _sorted_executor(windows, outputs, child, executor)
         if sorted_plan is not None:
             return sorted_plan
     if isinstance(child, HashWindowAggExec) and _can_merge(child, windows):
@@ -159,7 +162,7 @@ def _plan_group(windows: list[WindowCall], outputs: list[Column],
 
 
 def _sorted_executor(windows: list[WindowCall], outputs: list[Column],
-                     child: ExecutionPlan, have=None) -> ExecutionPlan | None:
+                     child: ExecutionPlan, executor: str, have=None) -> ExecutionPlan | None:
     """A sorted executor when ``child`` already delivers the rows in a usable order, or,
     given ``have``, when the order ``have`` that a sort below will establish serves it."""
     partition_by = list(windows[0].partition_by)
@@ -184,7 +187,7 @@ def _sorted_executor(windows: list[WindowCall], outputs: list[Column],
         return None
     partition_ordering = have[:width]
     bounded = tuple(partition_ordering) + tuple(windows[0].order_by)
-    if EXECUTOR != "partition" and all(bounded_supported(w) for w in windows) and \
+    if executor != "partition" and all(bounded_supported(w) for w in windows) and \
             all(w.order_by == windows[0].order_by for w in windows) and \
             ordering_satisfies(have, bounded, equivalences):
         return BoundedWindowAggExec(windows, outputs, child,
