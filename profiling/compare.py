@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from plansight.engine.exec.memory_pool import format_bytes
+
 COLUMNS = ("partitions", "output_rows", "output_batches", "wall_ms", "compute_ms", "peak_mem",
            "spill_count", "spilled_bytes")
 
@@ -77,7 +79,7 @@ class Comparison:
                           pair("output_rows", lambda v: f"{v:,}"),
                           pair("wall_ms", lambda v: f"{v:.1f}"), ratio,
                           pair("compute_ms", lambda v: f"{v:.1f}"),
-                          pair("peak_mem", _bytes), pair("spill_count", str)])
+                          pair("peak_mem", format_bytes), pair("spill_count", str)])
         return table
 
     _HEADER = ("operator", "partitions", "output rows", "wall ms", "B/A", "compute ms",
@@ -182,11 +184,3 @@ def _row(a: dict | None, b: dict | None) -> dict[str, Any]:
     return {"operator": f"{side['operator']} #{side['operator_id']}", "a": a, "b": b}
 
 
-def _bytes(n: float) -> str:
-    if not n:
-        return "0"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"

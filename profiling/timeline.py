@@ -228,10 +228,4 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
 
 def plan_operators(plan) -> list:
     """The plan's operators in EXPLAIN order: each parent before its children."""
-    found: list = []
-    stack = [plan]
-    while stack:
-        op = stack.pop()
-        found.append(op)
-        stack.extend(reversed(op.children()))
-    return found
+    return [op for _, op in plan.walk()]

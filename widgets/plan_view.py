@@ -46,6 +46,7 @@ from plansight.engine.exec.events import (
     ReservationChanged,
     SpillWritten,
 )
+from plansight.engine.exec.memory_pool import format_bytes
 from plansight.engine.physical.scan import DataSourceExec
 from plansight.errors import Cancelled
 
@@ -413,34 +414,19 @@ def _widgets_available() -> bool:
 
 def plan_rows(plan) -> list[tuple[int, object]]:
     """(depth, operator) in EXPLAIN order: parents before children."""
-    rows: list[tuple[int, object]] = []
-
-    def walk(op, depth):
-        rows.append((depth, op))
-        for child in op.children():
-            walk(child, depth + 1)
-
-    if plan is not None:
-        walk(plan, 0)
-    return rows
+    return [] if plan is None else list(plan.walk())
 
 
-def _bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
 
 
 def _headline(snap: MonitorSnapshot) -> str:
     text = f"{snap.status} · {snap.elapsed * 1000:.0f} ms"
     if snap.result_rows is not None:
         text += f" · {snap.result_rows:,} rows"
-    text += f" · memory {_bytes(snap.pool_total)} (peak {_bytes(snap.pool_peak)})"
+    text += f" · memory {format_bytes(snap.pool_total)} (peak {format_bytes(snap.pool_peak)})"
     text += f" · spills {snap.spill_count}"
     if snap.spill_count:
-        text += f" ({snap.spilled_rows:,} rows, {_bytes(snap.spilled_bytes)})"
+        text += f" ({snap.spilled_rows:,} rows, {format_bytes(snap.spilled_bytes)})"
     return text
 
 

@@ -115,6 +115,13 @@ class ExecutionPlan:
         self.operator_id = next(_operator_ids)
 
     # -- declarations ---------------------------------------------------------
+    def walk(self, depth: int = 0) -> Iterator[tuple[int, ExecutionPlan]]:
+        """(depth, operator) for this operator and everything below it, in EXPLAIN order:
+        each parent before its children, children left to right."""
+        yield depth, self
+        for child in self.children():
+            yield from child.walk(depth + 1)
+
     def children(self) -> list[ExecutionPlan]:
         return []
 

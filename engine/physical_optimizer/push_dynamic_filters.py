@@ -27,7 +27,7 @@ _PROBE_DROPPING = ("inner", "left", "left_semi", "left_anti", "right_semi")
 
 
 def push_dynamic_filters(plan: ExecutionPlan, max_keys: int = 1024) -> ExecutionPlan:
-    for node in _walk(plan):
+    for _, node in plan.walk():
         if isinstance(node, SortExec) and node.fetch is not None and node.keys:
             key = node.keys[0]
             if key.nulls_first or not isinstance(key.expr, Column):
@@ -89,7 +89,3 @@ def _keeps_order_on_path(plan: ExecutionPlan) -> bool:
     return False
 
 
-def _walk(plan: ExecutionPlan):
-    yield plan
-    for child in plan.children():
-        yield from _walk(child)

@@ -28,7 +28,7 @@ def widen_scan_batches(plan: ExecutionPlan, config: SessionConfig) -> ExecutionP
     """Set ``batch_rows`` on the scans whose rows stream into a hash aggregate (in place:
     the scans are this plan's own)."""
     rows = config.batch_size * AGGREGATE_BATCH_FACTOR
-    for node in _walk(plan):
+    for _, node in plan.walk():
         if isinstance(node, AggregateExec) and not node.sorted_prefix:
             scan = _feeding_scan(node.input)
             if scan is not None:
@@ -49,7 +49,3 @@ def _feeding_scan(plan: ExecutionPlan) -> DataSourceExec | None:
             return None
 
 
-def _walk(plan: ExecutionPlan):
-    yield plan
-    for child in plan.children():
-        yield from _walk(child)
