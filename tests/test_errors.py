@@ -295,3 +295,20 @@ def test_engine_knobs_are_options_with_clear_errors():
         s.sql("SET spill_merge_fanin = 4")
     with pytest.raises(PlanError, match="unknown option"):
         s.sql("SELECT 1", options={"no_such_option": 1})
+
+
+def test_plan_vocabulary_refuses_unknown_names_with_the_choices():
+    import pyarrow as pa
+    import pytest
+
+    from plansight.engine.physical.joins.output import join_schema
+    from plansight.engine.physical.vocabulary import AggregateMode, JoinType
+    from plansight.errors import PlanError
+
+    schema = pa.schema([("a", pa.int64())])
+    with pytest.raises(PlanError, match="invalid JoinType 'semi_left'.*left_semi"):
+        join_schema(schema, schema, "semi_left")
+    with pytest.raises(PlanError, match="invalid AggregateMode 'partial'.*Partial"):
+        AggregateMode.of("partial")
+    assert JoinType.of("right_anti").emits_right_only and JoinType.LEFT == "left"
+    assert f"{JoinType.FULL}" == str(JoinType.FULL) == "full"

@@ -20,6 +20,7 @@ from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.events import OperatorFinished, OperatorStarted, RunProgress
 from plansight.engine.logical.expr import Expr, SortKey
 from plansight.engine.physical.equivalence import NONE, Equivalences
+from plansight.engine.physical.vocabulary import DistributionKind
 
 _operator_ids = itertools.count(1)
 
@@ -43,7 +44,7 @@ class Partitioning:
 class Distribution:
     """What an operator requires of an input: ``kind`` unspecified | single | hash."""
 
-    kind: str = "unspecified"
+    kind: DistributionKind = DistributionKind.UNSPECIFIED
     exprs: tuple[Expr, ...] = ()
     partitions: int | None = None  # co-partitioned joins need exactly this many
 
@@ -57,14 +58,14 @@ class Distribution:
         so Hash(b) groups them as Hash(a, b) would. A co-partitioned join (``partitions``
         set) needs its exact keys: the other input is hashed on all of them.
         """
-        if self.kind == "unspecified":
+        if self.kind is DistributionKind.UNSPECIFIED:
             return True
         if self.partitions is not None:
             return partitioning.count == self.partitions and \
                 _same_exprs(partitioning.hash_exprs or (), self.exprs, equivalences)
         if partitioning.count == 1:
             return True
-        if self.kind == "single":
+        if self.kind is DistributionKind.SINGLE:
             return False
         return partitioning.hash_exprs is not None and (
             _same_exprs(partitioning.hash_exprs, self.exprs, equivalences) or
@@ -77,13 +78,13 @@ def _same_exprs(have, want, equivalences: Equivalences) -> bool:
 
 
 UNSPECIFIED = Distribution()
-SINGLE_PARTITION = Distribution("single")
+SINGLE_PARTITION = Distribution(DistributionKind.SINGLE)
 
 
 def hash_distribution(exprs, partitions: int | None = None) -> Distribution:
     """Rows with equal ``exprs`` in one partition; with ``partitions``, exactly that many
     partitions hashed the same way (what both inputs of a partitioned join need)."""
-    return Distribution("hash", tuple(exprs), partitions)
+    return Distribution(DistributionKind.HASH, tuple(exprs), partitions)
 
 
 Ordering = tuple[SortKey, ...]

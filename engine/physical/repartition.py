@@ -51,6 +51,7 @@ from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
 from plansight.engine.physical.sorts.merge import merge_sorted
+from plansight.engine.physical.vocabulary import RepartitionMode
 
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 
@@ -155,7 +156,8 @@ class RepartitionExec(ExecutionPlan):
     def __init__(self, input: ExecutionPlan, mode: str, partitions: int,
                  exprs: tuple[Expr, ...] = (), preserve_order: bool = False):
         super().__init__(input.schema)
-        self.input, self.mode, self.partitions, self.exprs = input, mode, partitions, tuple(exprs)
+        self.input, self.mode = input, RepartitionMode.of(mode)
+        self.partitions, self.exprs = partitions, tuple(exprs)
         self.preserve_order = preserve_order
         # merge on read: each output partition merges what every input sent it by this order
         self.sort_keys = list(input.output_ordering() or ()) if preserve_order else []
@@ -172,7 +174,7 @@ class RepartitionExec(ExecutionPlan):
                                self.preserve_order and bool(children[0].output_ordering()))
 
     def output_partitioning(self):
-        if self.mode == "hash":
+        if self.mode is RepartitionMode.HASH:
             return Partitioning(self.partitions, self.exprs)
         return Partitioning(self.partitions)
 
@@ -184,7 +186,7 @@ class RepartitionExec(ExecutionPlan):
 
     def display(self) -> str:
         n_in = self.input.output_partitioning().count
-        if self.mode == "hash":
+        if self.mode is RepartitionMode.HASH:
             keys = ", ".join(map(str, self.exprs))
             text = (f"RepartitionExec: partitioning=Hash([{keys}], {self.partitions}), "
                     f"input_partitions={n_in}")
@@ -197,7 +199,7 @@ class RepartitionExec(ExecutionPlan):
 
     def route(self, batch: pa.RecordBatch, start: int):
         """(output partition, batch) pieces of one input batch."""
-        if self.mode != "hash":
+        if self.mode is not RepartitionMode.HASH:
             yield start % self.partitions, batch
             return
         keys = [evaluate(e, batch) for e in self.exprs]

@@ -23,6 +23,7 @@ from plansight.engine.physical.plan import ExecutionPlan, ordering_satisfies
 from plansight.engine.physical.repartition import RepartitionExec
 from plansight.engine.physical.sorts.sort import SortExec
 from plansight.engine.physical.sorts.sort_preserving_merge import SortPreservingMergeExec
+from plansight.engine.physical.vocabulary import RepartitionMode
 
 
 def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> ExecutionPlan:
@@ -78,8 +79,8 @@ def _merge(child: ExecutionPlan) -> ExecutionPlan:
 
 def _repartition(child: ExecutionPlan, exprs, target_partitions: int,
                  preserve_order: bool = False) -> ExecutionPlan:
-
-    return RepartitionExec(child, "hash", target_partitions, tuple(exprs), preserve_order)
+    return RepartitionExec(child, RepartitionMode.HASH, target_partitions, tuple(exprs),
+                           preserve_order)
 
 
 def ensure_single_output(plan: ExecutionPlan) -> ExecutionPlan:

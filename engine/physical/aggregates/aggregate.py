@@ -60,6 +60,7 @@ from plansight.engine.physical.plan import (
     hash_distribution,
 )
 from plansight.engine.physical.sorts.sorted_runs import SortedRuns
+from plansight.engine.physical.vocabulary import AggregateMode
 
 
 class AggregateExec(ExecutionPlan):
@@ -68,7 +69,8 @@ class AggregateExec(ExecutionPlan):
     def __init__(self, input: ExecutionPlan, keys: list[Column], specs: list[AggregateSpec],
                  schema: pa.Schema, mode: str = "Single"):
         super().__init__(schema)
-        self.input, self.keys, self.specs, self.mode = input, list(keys), list(specs), mode
+        self.input, self.keys, self.specs = input, list(keys), list(specs)
+        self.mode = AggregateMode.of(mode)
         # rows sorted on the group keys arrive group after group: stream, no hash table
         self.sorted_prefix = self._sorted_key_prefix()
 
@@ -79,7 +81,7 @@ class AggregateExec(ExecutionPlan):
         return AggregateExec(children[0], self.keys, self.specs, self.schema, self.mode)
 
     def required_input_distribution(self):
-        if self.mode == "Partial":
+        if self.mode is AggregateMode.PARTIAL:
             return [UNSPECIFIED]
         if not self.keys:
             return [SINGLE_PARTITION]
@@ -87,7 +89,7 @@ class AggregateExec(ExecutionPlan):
 
     def output_partitioning(self):
         part = self.input.output_partitioning()
-        if self.mode == "Partial":
+        if self.mode is AggregateMode.PARTIAL:
             return Partitioning(part.count)
         if part.count == 1:
             return Partitioning(1)
@@ -143,7 +145,7 @@ class AggregateExec(ExecutionPlan):
             return
         name = f"{self.name}({self.mode})[{partition}]"
         # a partial aggregate never spills: under pressure it flushes its states downstream
-        spills = self.mode != "Partial" and bool(self.keys) and all(
+        spills = self.mode is not AggregateMode.PARTIAL and bool(self.keys) and all(
             comparable(self.input.schema.field(k.field_name).type) for k in self.keys)
         reservation = ctx.memory_pool.register(name, can_spill=spills)
         keys = [k.field_name for k in self.keys]
@@ -159,7 +161,7 @@ class AggregateExec(ExecutionPlan):
         cap = buffer_cap(ctx.memory_pool, partitions, runs.merge_budget()) if runs else None
         # a global aggregate of decomposable functions folds what it holds into one state
         # row when refused memory: O(1) state, nothing to spill
-        folds = self.mode == "Single" and not self.keys and \
+        folds = self.mode is AggregateMode.SINGLE and not self.keys and \
             all(is_decomposable(s) for s in self.specs)
         states = []  # folded state rows (global aggregate under pressure)
         try:
@@ -174,7 +176,7 @@ class AggregateExec(ExecutionPlan):
                         account.reset()
                         account.add(sum(state.nbytes for state in states))  # a row per fold
                         continue
-                    if self.mode == "Partial":
+                    if self.mode is AggregateMode.PARTIAL:
                         # flush what is held; a refused batch held by nobody is aggregated on
                         # the spot, like any streaming operator's batch in flight
                         yield from self._partial(batches + [batch], keys, ctx)
@@ -190,14 +192,14 @@ class AggregateExec(ExecutionPlan):
                     account.add(batch.nbytes)  # raises ResourcesExhausted
                 batches.append(batch)
                 rows += batch.num_rows
-                if self.mode == "Partial" and (rows >= self.PARTIAL_CHUNK_ROWS or (
+                if self.mode is AggregateMode.PARTIAL and (rows >= self.PARTIAL_CHUNK_ROWS or (
                         flush_bytes is not None and account.used >= flush_bytes)):
                     metrics.set_max("peak_mem", account.used)
                     yield from self._partial(batches, keys, ctx)
                     batches, rows = [], 0
                     account.reset()
             metrics.set_max("peak_mem", account.used)
-            if self.mode == "Partial":
+            if self.mode is AggregateMode.PARTIAL:
                 if batches or not self.keys:
                     yield from self._partial(batches, keys, ctx)
                 return
@@ -226,8 +228,9 @@ class AggregateExec(ExecutionPlan):
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         keys = [k.field_name for k in self.keys]
         if all(is_decomposable(s) for s in self.specs):
-            carry = StateCarry(keys, self.specs, self.schema, input_is_states=self.mode == "Final",
-                               finish=self.mode != "Partial")
+            carry = StateCarry(keys, self.specs, self.schema,
+                               input_is_states=self.mode is AggregateMode.FINAL,
+                               finish=self.mode is not AggregateMode.PARTIAL)
         else:
             carry = RowCarry(keys, self.specs, self.schema)
         try:
@@ -246,7 +249,7 @@ class AggregateExec(ExecutionPlan):
             reservation.free()
 
     def _aggregate(self, table: pa.Table, keys: list[str], ctx):
-        result = self._final(table, keys) if self.mode == "Final" else \
+        result = self._final(table, keys) if self.mode is AggregateMode.FINAL else \
             aggregate_table(table, keys, self.specs)
         result = pa.Table.from_arrays(result.columns, schema=self.schema)
         yield from result.to_batches(max_chunksize=ctx.batch_size)
@@ -269,7 +272,7 @@ class AggregateExec(ExecutionPlan):
         mode), or the rows themselves when the states are not mergeable."""
         if not self._mergeable():
             return batches
-        if self.mode == "Final":  # the input holds states already: merge them
+        if self.mode is AggregateMode.FINAL:  # the input holds states already: merge them
             merges = [m for spec in self.specs for m in merge_specs(spec)]
             table = aggregate_table(pa.Table.from_batches(batches, schema=self.input.schema),
                                     keys, merges)

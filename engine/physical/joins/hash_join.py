@@ -36,6 +36,7 @@ from plansight.engine.physical.plan import (
     Partitioning,
     hash_distribution,
 )
+from plansight.engine.physical.vocabulary import JoinType
 
 _MAX_CODE = 1 << 62
 
@@ -210,7 +211,8 @@ class HashJoinExec(ExecutionPlan):
                  partitions: int | None = None):
         super().__init__(join_schema(left.schema, right.schema, join_type))
         self.left, self.right, self.on = left, right, list(on)
-        self.join_type, self.filter, self.null_aware = join_type, filter, null_aware
+        self.join_type, self.filter = JoinType.of(join_type), filter
+        self.null_aware = null_aware
         self.null_equal = null_equal
         # None: CollectLeft (one shared build); N: Partitioned (both sides hashed into N)
         self.partitions = partitions

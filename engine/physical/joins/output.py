@@ -19,15 +19,16 @@ import pyarrow as pa
 
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate_predicate
+from plansight.engine.physical.vocabulary import JoinType
 
-JOIN_TYPES = ("inner", "left", "right", "full", "left_semi", "left_anti", "right_semi",
-              "right_anti")
+JOIN_TYPES = tuple(JoinType)
 
 
 def join_schema(left: pa.Schema, right: pa.Schema, join_type: str) -> pa.Schema:
-    if join_type in ("left_semi", "left_anti"):
+    join_type = JoinType.of(join_type)
+    if join_type.emits_left_only:
         return left
-    if join_type in ("right_semi", "right_anti"):
+    if join_type.emits_right_only:
         return right
     return pa.schema(list(left) + list(right))
 
