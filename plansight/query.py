@@ -95,6 +95,11 @@ class Query:
         if statement is not None:
             self._plan()
 
+    @property
+    def context(self) -> TaskContext | None:
+        """The running (or last) execution's context: live metrics, memory pool, events."""
+        return self._ctx
+
     # -- planning -------------------------------------------------------------
     def _plan(self) -> None:
         from plansight.engine.optimizer.optimizer import optimize
@@ -181,7 +186,7 @@ class Query:
         table = table.rename_columns(self.column_names)
         if bus.active:
             bus.publish(QueryFinished(table.num_rows))
-        manager = getattr(ctx, "spill_manager", None)
+        manager = ctx.spill_manager
         spills = list(manager.history) if manager is not None else []
         return QueryRun(table, plan, ctx, time.perf_counter() - start, spills=spills)
 

@@ -198,7 +198,7 @@ class QueryMonitor:
     def _rows_dropped_in_scans(self) -> int:
         """Rows the scans read but dropped (a join's dynamic filter): scanned, yet no event
         counts them. Read from the run's live metrics, which engine threads only add to."""
-        ctx = getattr(self.query, "_ctx", None)
+        ctx = self.query.context
         if ctx is None:
             return 0
         return int(sum(ctx.metrics.total(i, "rows_skipped_dynamic")

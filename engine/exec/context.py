@@ -7,11 +7,15 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from plansight.engine.errors import Cancelled
 from plansight.engine.exec.events import EventBus
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.exec.metrics import MetricsRegistry
+
+if TYPE_CHECKING:  # spill.py reads the context; the context only names the manager's type
+    from plansight.engine.exec.spill import SpillManager
 
 
 @dataclass
@@ -54,6 +58,8 @@ class TaskContext:
     metrics: MetricsRegistry = field(default_factory=MetricsRegistry)
     events: EventBus = field(default_factory=EventBus)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    #: created by spill.spill_manager on first use (most queries never spill)
+    spill_manager: SpillManager | None = None
     _spill_dir: Path | None = None
 
     @property

@@ -13,6 +13,17 @@ from dataclasses import dataclass, field
 SHARED_METRICS = ("output_rows", "output_batches", "elapsed_compute", "mem_reserved", "peak_mem",
                   "spill_count", "spilled_bytes", "spilled_rows")
 
+#: How a metric combines across partitions: counters and times add up, a "max" (a peak) is
+#: the largest partition's. A metric not named here is a counter.
+METRIC_KINDS = {"peak_mem": "max", "elapsed_compute": "time"}
+
+
+def combine(name: str, values) -> float:
+    """The operator's total of metric ``name`` over its partitions' ``values``."""
+    if METRIC_KINDS.get(name) == "max":
+        return max(values, default=0)
+    return sum(values)
+
 
 @dataclass
 class PartitionMetrics:
@@ -55,20 +66,15 @@ class MetricsRegistry:
         return sorted(found, key=lambda m: m.partition)
 
     def total(self, operator_id: int, name: str) -> float:
-        values = [m[name] for m in self.partitions(operator_id)]
-        if name in ("peak_mem",):
-            return max(values, default=0)
-        return sum(values)
+        return combine(name, [m[name] for m in self.partitions(operator_id)])
 
     def snapshot(self) -> dict[int, dict[str, float]]:
         """Operator id -> metric totals (a consistent copy for observers)."""
         with self._lock:
             items = list(self._metrics.values())
-        out: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        values: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for m in items:
             for name, value in list(m.values.items()):
-                if name == "peak_mem":
-                    out[m.operator_id][name] = max(out[m.operator_id][name], value)
-                else:
-                    out[m.operator_id][name] += value
-        return {k: dict(v) for k, v in out.items()}
+                values[m.operator_id][name].append(value)
+        return {op: {name: combine(name, vs) for name, vs in metrics.items()}
+                for op, metrics in values.items()}

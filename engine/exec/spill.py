@@ -37,10 +37,10 @@ _managers_lock = threading.Lock()
 
 def spill_manager(ctx: TaskContext) -> SpillManager:
     """The query's SpillManager, created on first use and kept on ``ctx``."""
-    manager = getattr(ctx, "spill_manager", None)
+    manager = ctx.spill_manager
     if manager is None:
         with _managers_lock:
-            manager = getattr(ctx, "spill_manager", None)
+            manager = ctx.spill_manager
             if manager is None:
                 manager = SpillManager(ctx)
                 ctx.spill_manager = manager

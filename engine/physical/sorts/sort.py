@@ -57,6 +57,9 @@ class SortExec(ExecutionPlan):
         # bytes of the pool the buffer leaves free for the operators around the sort that
         # cannot spill (a window's partition buffer between two sorts)
         self.headroom = headroom
+        # (DynamicFilter, descending) set by push_dynamic_filters: the k-th row's first key
+        # bounds what the scan still needs to read
+        self.dynamic_filter: tuple | None = None
 
     def children(self):
         return [self.input]
@@ -108,7 +111,7 @@ class SortExec(ExecutionPlan):
     def _top_k(self, partition, ctx):
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         reservation = ctx.memory_pool.register(f"{self.name}[{partition}]", metrics=metrics)
-        dynamic = getattr(self, "dynamic_filter", None)  # set by push_dynamic_filters
+        dynamic = self.dynamic_filter
         if dynamic is not None:
             dynamic[0].start(ctx)
         stream = self.input.execute(partition, ctx)
