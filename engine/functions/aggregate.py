@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plansight.engine.errors import ExecutionError, PlanError, did_you_mean
+from plansight.engine.functions.capabilities import capabilities
 
 NUMERIC_RESULT = {"avg", "mean", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
                   "var_pop", "median", "quantile_cont"}
@@ -351,12 +352,10 @@ def _decimal_from_units(units: np.ndarray, type_: pa.DataType, mask: np.ndarray)
 #   min/max, bool_and/or, any_value -> same        same function over the states
 #   avg(x)   -> s = sum(x)::double, c = count(x)   sum(s) / sum(c)
 
-DECOMPOSABLE = {"sum", "count", "count_star", "min", "max", "avg", "mean", "bool_and",
-                "bool_or", "every", "any_value", "first", "arbitrary"}
 
 
 def is_decomposable(spec: AggregateSpec) -> bool:
-    return spec.func in DECOMPOSABLE and not spec.distinct
+    return capabilities(spec.func).decomposable and not spec.distinct
 
 
 def partial_specs(spec: AggregateSpec) -> list[AggregateSpec]:

@@ -18,6 +18,7 @@ from dataclasses import replace
 import pyarrow as pa
 
 from plansight.engine.errors import NotSupportedError
+from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.scalar import resolve_operator
 from plansight.engine.functions.scalar.conditional import bind_case
 from plansight.engine.logical import plan as lp
@@ -322,7 +323,7 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
             if scalar and grouped is None:
                 # an empty correlated group must still yield COUNT = 0 / SUM = NULL; a join
                 # drops the row instead, which differs for COUNT
-                if any(a.func in ("count", "count_star") for a in node.aggregates):
+                if any(capabilities(a.func).count_like for a in node.aggregates):
                     raise NotSupportedError("correlated IN / EXISTS subqueries with COUNT are "
                                             "not supported yet")
             new_node = replace(node, input=child, group_exprs=tuple(groups),
@@ -360,7 +361,7 @@ def _empty_group_value(plan: lp.LogicalPlan, value: Column, grouped: list[lp.Agg
     its select expression over the aggregates of an empty group (COUNT 0, others NULL).
     None when that is NULL (the left join's NULL is then right)."""
 
-    counts = any(a.func in ("count", "count_star") for g in grouped for a in g.aggregates)
+    counts = any(capabilities(a.func).count_like for g in grouped for a in g.aggregates)
     expr: Expr = value
     node = plan
     while isinstance(node, lp.Projection):
@@ -373,7 +374,7 @@ def _empty_group_value(plan: lp.LogicalPlan, value: Column, grouped: list[lp.Agg
         return None
     empty: dict[int, Expr] = {o.id: Literal(None, o.type) for o in node.group_outputs}
     for call, output in zip(node.aggregates, node.aggregate_outputs):
-        empty[output.id] = Literal(0, output.type) if call.func in ("count", "count_star") \
+        empty[output.id] = Literal(0, output.type) if capabilities(call.func).count_like \
             else Literal(None, output.type)
     expr = fold(replace_columns(expr, empty))
     if columns_of(expr):

@@ -30,6 +30,7 @@ import sqlglot
 from sqlglot import exp
 
 import plansight as ps
+from plansight.engine.exec.context import SessionConfig
 
 REL_TOL = 1e-9
 ABS_TOL = 1e-9
@@ -61,7 +62,12 @@ def run_duckdb(sql: str, tables: Mapping[str, pa.Table], **session_options: Any)
         for name, value in session_options.items():
             if name not in _SESSION_ARGS:
                 literal = f"'{value}'" if isinstance(value, str) else str(value).lower()
-                con.execute(f"SET {name} = {literal}")
+                try:
+                    con.execute(f"SET {name} = {literal}")
+                except duckdb.CatalogException:
+                    # plansight's own tuning knobs (window_executor, ...) change how, not what
+                    if name not in SessionConfig.__dataclass_fields__:
+                        raise
         for name, table in tables.items():
             con.register(name, table)
         return con.sql(sql).to_arrow_table()

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.window.peers import as_array, validity
 
-BROADCAST_FUNCTIONS = ("count_star", "count", "sum", "avg", "min", "max")
 _INT64_LIMIT = 2**63
 
 
@@ -34,7 +34,7 @@ def broadcastable(func: str, arg_types: list[pa.DataType], distinct: bool) -> bo
         >>> broadcastable("sum", [pa.float64()], False), broadcastable("sum", [pa.string()], False)
         (True, False)
     """
-    if func not in BROADCAST_FUNCTIONS or distinct:
+    if not capabilities(func).broadcasts or distinct:
         return False
     if func == "count_star":
         return True

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plansight.engine.errors import PlanError
+from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.window import (
     DEFAULT_FRAME_WITH_ORDER,
     FrameSpec,
@@ -55,9 +56,10 @@ from plansight.engine.physical.expressions import evaluate, evaluate_predicate
 from plansight.engine.physical.plan import SINGLE_PARTITION, ExecutionPlan, hash_distribution
 from plansight.engine.physical.windows.window_shape import describe_window, partition_starts
 
-_RUNNING = ("count_star", "count", "sum", "avg", "min", "max")
-_RANKING = ("row_number", "rank", "dense_rank")
-_FRAME_VALUES = ("first_value", "last_value", "nth_value")
+
+def _streams(func: str) -> str | None:
+    """How this executor streams ``func`` (see functions/capabilities.py), or None."""
+    return capabilities(func).streams
 
 
 def _frame(window: WindowCall) -> FrameSpec:
@@ -80,14 +82,14 @@ def bounded_supported(window: WindowCall) -> bool:
     if window.distinct or not window.order_by:
         return False
     # IGNORE NULLS looks only inside the frame for these; lag/lead would look back unboundedly
-    if window.ignore_nulls and func not in _FRAME_VALUES:
+    if window.ignore_nulls and _streams(func) != "frame_value":
         return False
-    if func in _RANKING:
+    if _streams(func) == "rank":
         return True
-    if func in ("lag", "lead"):
+    if _streams(func) == "offset":
         return _constant_offset(window) is not None and \
             all(isinstance(a, Literal) for a in window.args[2:])
-    if func not in _RUNNING + _FRAME_VALUES:
+    if _streams(func) not in ("running", "frame_value"):
         return False
     frame = _frame(window)
     if frame.exclude != "no_others":
@@ -108,7 +110,7 @@ def _carries(window: WindowCall) -> bool:
     """Whether the aggregate of dropped rows can be carried as a few numbers."""
     if window.func in ("count_star", "count"):
         return True
-    if window.func not in _RUNNING:
+    if _streams(window.func) != "running":
         return False
     typ = window.args[0].type
     if pa.types.is_dictionary(typ):
@@ -266,7 +268,7 @@ class BoundedWindowAggExec(ExecutionPlan):
     def _ready(self, window: WindowCall, n: int, open_start: int, peers) -> int:
         """Rows [0, ready) have complete frames (all rows before the open partition do)."""
         func = window.func
-        if func in _RANKING or func == "lag":
+        if _streams(func) == "rank" or func == "lag":
             return n
         if func == "lead":
             return max(n - _constant_offset(window), open_start)
@@ -322,7 +324,7 @@ class BoundedWindowAggExec(ExecutionPlan):
             numbers[:first_end] += shift
             return pa.array(numbers, type=values.type)
         frame = _frame(window)
-        if func not in _RUNNING or frame.start.kind != "unbounded_preceding":
+        if _streams(func) != "running" or frame.start.kind != "unbounded_preceding":
             return values
         carry = state.carries.get(index)
         if carry is None or carry.count == 0:
@@ -357,7 +359,7 @@ class BoundedWindowAggExec(ExecutionPlan):
             if window.func == "dense_rank" and keep < table.num_rows:
                 new.dense = int(columns[i][keep].as_py()) - 1
             frame = _frame(window)
-            if window.func in _RUNNING and frame.start.kind == "unbounded_preceding":
+            if _streams(window.func) == "running" and frame.start.kind == "unbounded_preceding":
                 carry = state.carries.get(i, _Carry()) if continuing else _Carry()
                 new.carries[i] = _fold(carry, window, table.slice(first, keep - first))
         return new

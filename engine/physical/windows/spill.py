@@ -38,13 +38,13 @@ from plansight.engine.errors import ResourcesExhausted
 from plansight.engine.exec.memory_pool import oversized_piece_bytes
 from plansight.engine.exec.spill import spill_manager
 from plansight.engine.functions.aggregate import (
-    DECOMPOSABLE,
     AggregateSpec,
     aggregate_table,
     finish_merged,
     merge_specs,
     partial_specs,
 )
+from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.logical.expr import WindowCall
 from plansight.engine.physical.expressions import evaluate, evaluate_predicate
 from plansight.engine.physical.plan import ExecutionPlan
@@ -60,7 +60,8 @@ _STATES_BEFORE_MERGE = 64
 
 def foldable(window: WindowCall, whole_partition: bool) -> bool:
     """Whether the window is one aggregate of its whole partition that partial states combine."""
-    return whole_partition and window.func in DECOMPOSABLE and not window.distinct and \
+    return whole_partition and capabilities(window.func).decomposable and \
+        not window.distinct and \
         not window.ignore_nulls
 
 

@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from plansight.engine.errors import InternalError, PlanError
 from plansight.engine.exec.memory_pool import sort_headroom
+from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.window import evaluate_window
 from plansight.engine.functions.window.broadcast import broadcastable, whole_partition_aggregate
 from plansight.engine.functions.window.permutation import (
@@ -328,8 +329,11 @@ class _Permutation:
 def _needs_order_keys(window: WindowCall) -> bool:
     """Whether the kernel reads the ORDER BY values (peer groups, RANGE offsets) rather than
     only the row order the permutation already gives."""
-    if window.func in ("row_number", "ntile", "lag", "lead"):
+    function = capabilities(window.func)
+    if not function.reads_order:
         return False
+    if function.frameless:  # rank and friends read peer groups, whatever the frame says
+        return True
     frame = window.frame
     return frame is None or frame.unit != "rows" or frame.exclude in ("group", "ties")
 

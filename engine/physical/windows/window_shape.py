@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.logical.expr import SortKey, WindowCall
 
 
@@ -39,17 +40,12 @@ def partition_starts(keys: list[pa.Array], num_rows: int) -> np.ndarray:
     return np.append(np.flatnonzero(changed), num_rows).astype(np.int64)
 
 
-# aggregates whose value over a frame does not depend on the order of the frame's rows
-ORDER_INSENSITIVE = ("count_star", "count", "sum", "avg", "min", "max", "bool_and", "bool_or",
-                     "stddev", "stddev_samp", "stddev_pop", "var_samp", "variance", "var_pop")
-_FRAMELESS = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag",
-              "lead")
 
 
 def is_whole_partition(window: WindowCall) -> bool:
     """Whether every row's frame is its whole partition *and* the function ignores row order,
     so the window is one value per partition and needs no ORDER BY at all."""
-    if window.func not in ORDER_INSENSITIVE:
+    if not capabilities(window.func).order_free:
         return False
     frame = window.frame
     if frame is None:
@@ -70,7 +66,7 @@ def describe_window(window: WindowCall) -> str:
     """``func(args) frame`` for EXPLAIN (ranking and lag/lead have no frame)."""
     args = ", ".join(map(str, window.args))
     text = f"{window.func}({args}{' IGNORE NULLS' if window.ignore_nulls else ''})"
-    if window.func in _FRAMELESS:
+    if capabilities(window.func).frameless:
         return text
     frame = window.frame
     if frame is None:
