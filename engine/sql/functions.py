@@ -79,8 +79,10 @@ _FUNCTIONS: dict[type, tuple[str, tuple[str, ...]]] = {
 def bind_scalar_node(node: exp.Expression, bind: Bind, options: Mapping[str, Any]) -> Expr:
     """Bind one scalar sqlglot node; ``bind`` binds its children (columns, subqueries, ...).
 
-    Raises PlanError for type mismatches and unknown functions, NotSupportedError for valid
-    SQL that plansight does not implement.
+    Dispatches on the node's class (the nearest class in its MRO that has a binder in
+    ``NODE_BINDERS``, so ``TryCast`` uses ``Cast``'s and ``ConcatWs`` its own). Raises
+    PlanError for type mismatches and unknown functions, NotSupportedError for valid SQL that
+    plansight does not implement.
 
     Example:
         >>> import sqlglot
@@ -89,142 +91,201 @@ def bind_scalar_node(node: exp.Expression, bind: Bind, options: Mapping[str, Any
         >>> str(e), e.type
         ('1 + 2.5', Decimal128Type(decimal128(12, 1)))
     """
-    def child(n: exp.Expression) -> Expr:
-        return bind(n) if bind is not None else bind_scalar_node(n, bind, options)
-
-    def operator(name: str, *args: Expr) -> Expr:
-        return resolve_operator(name, list(args), options)
-
-    def function(name: str, args: list[exp.Expression]) -> Expr:
-        return resolve_function(name, [child(a) for a in args], options)
-
-    if isinstance(node, exp.Paren):
-        return child(node.this)
-    if isinstance(node, exp.Alias):
-        return child(node.this)
-    if isinstance(node, exp.Literal):
-        if node.is_string:
-            return Literal(node.this, pa.string())
-        return number_literal(node.this)
-    if isinstance(node, exp.Boolean):
-        return Literal(bool(node.this), pa.bool_())
-    if isinstance(node, exp.Null):
-        return Literal(None, pa.null())
-    if isinstance(node, exp.Cast):  # also TryCast
-        target = sql_type_to_arrow(node.to)
-        safe = isinstance(node, exp.TryCast) or bool(node.args.get("safe"))
-        return cast_expr(child(node.this), target, safe=safe)
-    if isinstance(node, exp.Interval):
-        return _bind_interval(node, child, options)
-    if isinstance(node, exp.Escape):
-        like = node.this
-        if not isinstance(like, (exp.Like, exp.ILike)):
-            raise NotSupportedError("ESCAPE outside LIKE / ILIKE is not supported yet")
-        result = operator(_BINARY[type(like)], child(like.this), child(like.expression),
-                          child(node.expression))
-        return operator("not", result) if like.args.get("negate") else result
-    if type(node) in _BINARY:
-        name = _BINARY[type(node)]
-        if name in ("and", "or"):
-            return operator(name, *_flatten(node, type(node), child))
-        result = operator(name, child(node.this), child(node.expression))
-        return operator("not", result) if node.args.get("negate") else result
-    if isinstance(node, exp.Neg):
-        return operator("negate", child(node.this))
-    if isinstance(node, exp.Not):
-        inner = node.this
-        if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
-            return operator("is_not_null", child(inner.this))
-        return operator("not", child(inner))
-    if isinstance(node, exp.Is):
-        target = node.expression
-        if isinstance(target, exp.Null):
-            return operator("is_null", child(node.this))
-        return operator("is_not_distinct_from", child(node.this), child(target))
-    if isinstance(node, exp.In):
-        if node.args.get("query") is not None or node.args.get("unnest") is not None:
-            raise NotSupportedError("IN with a subquery must be bound by the query binder")
-        return operator("in_list", child(node.this), *[child(e) for e in node.expressions])
-    if isinstance(node, exp.Between):
-        return operator("between", child(node.this), child(node.args["low"]),
-                        child(node.args["high"]))
-    if isinstance(node, exp.Case):
-        return _bind_case(node, child, options)
-    if isinstance(node, exp.If):
-        default = node.args.get("false")
-        return bind_case([child(node.this)], [child(node.args["true"])],
-                         child(default) if default is not None else None)
-    if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):
-        name = {exp.Coalesce: "coalesce", exp.Greatest: "greatest", exp.Least: "least"}[
-            type(node)]
-        return function(name, [node.this, *node.expressions])
-    if isinstance(node, exp.Nullif):
-        return function("nullif", [node.this, node.expression])
-    if isinstance(node, exp.Extract):
-        unit = _unit_name(node.this)
-        return resolve_function("date_part", [Literal(unit, pa.string()),
-                                              child(node.expression)], options)
-    if isinstance(node, exp.Trim):
-        position = (node.args.get("position") or "BOTH").upper()
-        name = {"BOTH": "trim", "LEADING": "ltrim", "TRAILING": "rtrim"}[position]
-        args = [node.this] + ([node.expression] if node.expression else [])
-        return function(name, args)
-    if isinstance(node, exp.Pad):
-        name = "lpad" if node.args.get("is_left") else "rpad"
-        args = [node.this, node.expression]
-        if node.args.get("fill_pattern") is not None:
-            args.append(node.args["fill_pattern"])
-        return function(name, args)
-    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
-        unit = _unit_name(node.args.get("unit"))
-        return resolve_function("date_trunc", [Literal(unit, pa.string()), child(node.this)],
-                                options)
-    if isinstance(node, exp.DateDiff):
-        unit = _unit_name(node.args.get("unit")) if node.args.get("unit") else "day"
-        return resolve_function("date_diff", [Literal(unit, pa.string()),
-                                              child(node.expression), child(node.this)], options)
-    if isinstance(node, exp.DateAdd):
-        return operator("add", child(node.this), child(node.expression))
-    if isinstance(node, exp.DateSub):
-        return operator("subtract", child(node.this), child(node.expression))
-    if isinstance(node, exp.UnixToTime):
-        scale = node.args.get("scale")
-        if scale is not None and not (isinstance(scale, exp.Literal) and not scale.is_string):
-            return function("strptime", [node.this, scale])  # to_timestamp(text, format)
-        args = [node.this] + ([scale] if scale is not None else [])
-        name = "to_timestamp" if scale is None else "epoch_ms"
-        if scale is not None and str(scale.this) != "3":
-            raise NotSupportedError(f"to_timestamp with scale {scale.this} is not supported")
-        return function(name, args[:1])
-    if isinstance(node, exp.ConcatWs):  # before Concat: ConcatWs subclasses it
-        return function("concat_ws", list(node.expressions))
-    if isinstance(node, exp.Concat):
-        return function("concat", list(node.expressions))
-    if isinstance(node, exp.RegexpLike):
-        args = [node.this, node.expression] + ([node.args["flag"]] if node.args.get("flag")
-                                               else [])
-        return function("regexp_matches", args)
-    if isinstance(node, exp.Chr):
-        return function("chr", list(node.expressions))
-    if isinstance(node, exp.Initcap):
-        return function("initcap", [node.this])
-    if isinstance(node, exp.Array):
-        raise NotSupportedError("list values ([...]) are not supported yet")
-    if isinstance(node, exp.Anonymous):
-        return function(str(node.this), list(node.expressions))
-    if type(node) in _FUNCTIONS:
-        name, keys = _FUNCTIONS[type(node)]
-        args = [node.args[k] for k in keys if node.args.get(k) is not None]
-        return function(name, args)
-    if isinstance(node, exp.Func):
-        name = node.sql_name().lower()
-        if name not in BINDERS and name.replace("_", "") in BINDERS:
-            name = name.replace("_", "")  # sqlglot's WEEK_OF_YEAR is DuckDB's weekofyear
-        return function(name, _generic_args(node))
-    if isinstance(node, (exp.Subquery, exp.Exists, exp.Select)):
-        raise NotSupportedError("subqueries must be bound by the query binder")
+    binding = _Binding(bind, options)
+    for cls in type(node).__mro__:
+        binder = NODE_BINDERS.get(cls)
+        if binder is not None:
+            return binder(node, binding)
     raise NotSupportedError(f"expression '{node.sql(dialect='duckdb')}' "
                             f"({type(node).__name__}) is not supported yet")
+
+
+class _Binding:
+    """What a node binder needs: its children bound, and operators/functions resolved."""
+
+    def __init__(self, bind: Bind | None, options: Mapping[str, Any]):
+        self.bind, self.options = bind, options
+
+    def child(self, node: exp.Expression) -> Expr:
+        if self.bind is not None:
+            return self.bind(node)
+        return bind_scalar_node(node, None, self.options)
+
+    def operator(self, name: str, *args: Expr) -> Expr:
+        return resolve_operator(name, list(args), self.options)
+
+    def function(self, name: str, args: list[exp.Expression]) -> Expr:
+        return resolve_function(name, [self.child(a) for a in args], self.options)
+
+    def call(self, name: str, args: list[Expr]) -> Expr:
+        """A function over arguments already bound (or made here, e.g. a unit literal)."""
+        return resolve_function(name, args, self.options)
+
+
+NodeBinder = Callable[[exp.Expression, _Binding], Expr]
+
+
+def _literal(node: exp.Literal, b: _Binding) -> Expr:
+    return Literal(node.this, pa.string()) if node.is_string else number_literal(node.this)
+
+
+def _cast(node: exp.Cast, b: _Binding) -> Expr:  # also TryCast
+    target = sql_type_to_arrow(node.to)
+    safe = isinstance(node, exp.TryCast) or bool(node.args.get("safe"))
+    return cast_expr(b.child(node.this), target, safe=safe)
+
+
+def _escape(node: exp.Escape, b: _Binding) -> Expr:
+    like = node.this
+    if not isinstance(like, (exp.Like, exp.ILike)):
+        raise NotSupportedError("ESCAPE outside LIKE / ILIKE is not supported yet")
+    result = b.operator(_BINARY[type(like)], b.child(like.this), b.child(like.expression),
+                        b.child(node.expression))
+    return b.operator("not", result) if like.args.get("negate") else result
+
+
+def _nearest(table: dict[type, Any], node: exp.Expression) -> Any:
+    """``table``'s entry for the nearest class of ``node`` (dispatch found one)."""
+    return next(table[cls] for cls in type(node).__mro__ if cls in table)
+
+
+def _binary(node: exp.Binary, b: _Binding) -> Expr:
+    name = _nearest(_BINARY, node)
+    if name in ("and", "or"):
+        return b.operator(name, *_flatten(node, type(node), b.child))
+    result = b.operator(name, b.child(node.this), b.child(node.expression))
+    return b.operator("not", result) if node.args.get("negate") else result
+
+
+def _not(node: exp.Not, b: _Binding) -> Expr:
+    inner = node.this
+    if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+        return b.operator("is_not_null", b.child(inner.this))
+    return b.operator("not", b.child(inner))
+
+
+def _is(node: exp.Is, b: _Binding) -> Expr:
+    if isinstance(node.expression, exp.Null):
+        return b.operator("is_null", b.child(node.this))
+    return b.operator("is_not_distinct_from", b.child(node.this), b.child(node.expression))
+
+
+def _in(node: exp.In, b: _Binding) -> Expr:
+    if node.args.get("query") is not None or node.args.get("unnest") is not None:
+        raise NotSupportedError("IN with a subquery must be bound by the query binder")
+    return b.operator("in_list", b.child(node.this), *[b.child(e) for e in node.expressions])
+
+
+def _if(node: exp.If, b: _Binding) -> Expr:
+    default = node.args.get("false")
+    return bind_case([b.child(node.this)], [b.child(node.args["true"])],
+                     b.child(default) if default is not None else None)
+
+
+def _trim(node: exp.Trim, b: _Binding) -> Expr:
+    position = (node.args.get("position") or "BOTH").upper()
+    name = {"BOTH": "trim", "LEADING": "ltrim", "TRAILING": "rtrim"}[position]
+    return b.function(name, [node.this] + ([node.expression] if node.expression else []))
+
+
+def _pad(node: exp.Pad, b: _Binding) -> Expr:
+    args = [node.this, node.expression]
+    if node.args.get("fill_pattern") is not None:
+        args.append(node.args["fill_pattern"])
+    return b.function("lpad" if node.args.get("is_left") else "rpad", args)
+
+
+def _date_trunc(node: exp.Expression, b: _Binding) -> Expr:
+    unit = _unit_name(node.args.get("unit"))
+    return b.call("date_trunc", [Literal(unit, pa.string()), b.child(node.this)])
+
+
+def _date_diff(node: exp.DateDiff, b: _Binding) -> Expr:
+    unit = _unit_name(node.args.get("unit")) if node.args.get("unit") else "day"
+    return b.call("date_diff", [Literal(unit, pa.string()), b.child(node.expression),
+                                b.child(node.this)])
+
+
+def _unix_to_time(node: exp.UnixToTime, b: _Binding) -> Expr:
+    scale = node.args.get("scale")
+    if scale is not None and not (isinstance(scale, exp.Literal) and not scale.is_string):
+        return b.function("strptime", [node.this, scale])  # to_timestamp(text, format)
+    if scale is not None and str(scale.this) != "3":
+        raise NotSupportedError(f"to_timestamp with scale {scale.this} is not supported")
+    return b.function("to_timestamp" if scale is None else "epoch_ms", [node.this])
+
+
+def _regexp_like(node: exp.RegexpLike, b: _Binding) -> Expr:
+    flag = [node.args["flag"]] if node.args.get("flag") else []
+    return b.function("regexp_matches", [node.this, node.expression] + flag)
+
+
+def _mapped_function(node: exp.Func, b: _Binding) -> Expr:
+    name, keys = _nearest(_FUNCTIONS, node)
+    return b.function(name, [node.args[k] for k in keys if node.args.get(k) is not None])
+
+
+def _generic_function(node: exp.Func, b: _Binding) -> Expr:
+    name = node.sql_name().lower()
+    if name not in BINDERS and name.replace("_", "") in BINDERS:
+        name = name.replace("_", "")  # sqlglot's WEEK_OF_YEAR is DuckDB's weekofyear
+    return b.function(name, _generic_args(node))
+
+
+def _not_here(message: str) -> NodeBinder:
+    def refuse(node: exp.Expression, b: _Binding) -> Expr:
+        raise NotSupportedError(message)
+    return refuse
+
+
+NODE_BINDERS: dict[type, NodeBinder] = {
+    exp.Paren: lambda node, b: b.child(node.this),
+    exp.Alias: lambda node, b: b.child(node.this),
+    exp.Literal: _literal,
+    exp.Boolean: lambda node, b: Literal(bool(node.this), pa.bool_()),
+    exp.Null: lambda node, b: Literal(None, pa.null()),
+    exp.Cast: _cast,
+    exp.Interval: lambda node, b: _bind_interval(node, b.child, b.options),
+    exp.Escape: _escape,
+    **{binary: _binary for binary in _BINARY},
+    exp.Neg: lambda node, b: b.operator("negate", b.child(node.this)),
+    exp.Not: _not,
+    exp.Is: _is,
+    exp.In: _in,
+    exp.Between: lambda node, b: b.operator("between", b.child(node.this),
+                                            b.child(node.args["low"]),
+                                            b.child(node.args["high"])),
+    exp.Case: lambda node, b: _bind_case(node, b.child, b.options),
+    exp.If: _if,
+    exp.Coalesce: lambda node, b: b.function("coalesce", [node.this, *node.expressions]),
+    exp.Greatest: lambda node, b: b.function("greatest", [node.this, *node.expressions]),
+    exp.Least: lambda node, b: b.function("least", [node.this, *node.expressions]),
+    exp.Nullif: lambda node, b: b.function("nullif", [node.this, node.expression]),
+    exp.Extract: lambda node, b: b.call("date_part", [Literal(_unit_name(node.this),
+                                                              pa.string()),
+                                                      b.child(node.expression)]),
+    exp.Trim: _trim,
+    exp.Pad: _pad,
+    exp.TimestampTrunc: _date_trunc,
+    exp.DateTrunc: _date_trunc,
+    exp.DateDiff: _date_diff,
+    exp.DateAdd: lambda node, b: b.operator("add", b.child(node.this), b.child(node.expression)),
+    exp.DateSub: lambda node, b: b.operator("subtract", b.child(node.this),
+                                            b.child(node.expression)),
+    exp.UnixToTime: _unix_to_time,
+    exp.ConcatWs: lambda node, b: b.function("concat_ws", list(node.expressions)),
+    exp.Concat: lambda node, b: b.function("concat", list(node.expressions)),
+    exp.RegexpLike: _regexp_like,
+    exp.Chr: lambda node, b: b.function("chr", list(node.expressions)),
+    exp.Initcap: lambda node, b: b.function("initcap", [node.this]),
+    exp.Array: _not_here("list values ([...]) are not supported yet"),
+    exp.Anonymous: lambda node, b: b.function(str(node.this), list(node.expressions)),
+    **{func: _mapped_function for func in _FUNCTIONS},
+    exp.Func: _generic_function,
+    exp.Subquery: _not_here("subqueries must be bound by the query binder"),
+    exp.Exists: _not_here("subqueries must be bound by the query binder"),
+    exp.Select: _not_here("subqueries must be bound by the query binder"),
+}
 
 
 # ----------------------------------------------------------------------------- pieces
