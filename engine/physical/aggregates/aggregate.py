@@ -143,84 +143,13 @@ class AggregateExec(ExecutionPlan):
         if self.sorted_prefix:
             yield from self._execute_sorted(partition, ctx)
             return
-        name = f"{self.name}({self.mode})[{partition}]"
-        # a partial aggregate never spills: under pressure it flushes its states downstream
-        spills = self.mode is not AggregateMode.PARTIAL and bool(self.keys) and all(
-            comparable(self.input.schema.field(k.field_name).type) for k in self.keys)
-        reservation = ctx.memory_pool.register(name, can_spill=spills)
-        keys = [k.field_name for k in self.keys]
-        metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
-        # a partial aggregate keeps at most a fair share of the pool before it flushes
-        partitions = self.output_partitioning().count
-        flush_bytes = partial_flush_bytes(ctx.memory_pool, partitions)
-        account = AmortizedAccount(reservation)  # a pool grant per chunk, not per batch
-        runs = SortedRuns(ctx, [SortKey(k) for k in self.keys], self._run_schema(), metrics,
-                          name, partitions) if spills else None
-        # the held rows leave room for the merge and the siblings' shares: a greedy sibling
-        # must not starve the others' merges (as in the external sort)
-        cap = buffer_cap(ctx.memory_pool, partitions, runs.merge_budget()) if runs else None
-        # a global aggregate of decomposable functions folds what it holds into one state
-        # row when refused memory: O(1) state, nothing to spill
-        folds = self.mode is AggregateMode.SINGLE and not self.keys and \
-            all(is_decomposable(s) for s in self.specs)
-        states = []  # folded state rows (global aggregate under pressure)
+        state = _HashPartition(self, partition, ctx)
         try:
-            batches, rows = [], 0
             for batch in self.input.execute(partition, ctx):
-                if not ((cap is None or account.used + batch.nbytes <= cap) and
-                        account.try_add(batch.nbytes)):
-                    metrics.set_max("peak_mem", account.used)
-                    if folds:
-                        states.append(self._states(batches + [batch], keys))
-                        batches, rows = [], 0
-                        account.reset()
-                        account.add(sum(state.nbytes for state in states))  # a row per fold
-                        continue
-                    if self.mode is AggregateMode.PARTIAL:
-                        # flush what is held; a refused batch held by nobody is aggregated on
-                        # the spot, like any streaming operator's batch in flight
-                        yield from self._partial(batches + [batch], keys, ctx)
-                        batches, rows = [], 0
-                        account.reset()
-                        continue
-                    if runs is not None:
-                        runs.spill(self._run_batches(batches + [batch], keys))
-                        batches, rows = [], 0
-                        account.reset()
-                        runs.reserve_merge_budget()
-                        continue
-                    account.add(batch.nbytes)  # raises ResourcesExhausted
-                batches.append(batch)
-                rows += batch.num_rows
-                if self.mode is AggregateMode.PARTIAL and (rows >= self.PARTIAL_CHUNK_ROWS or (
-                        flush_bytes is not None and account.used >= flush_bytes)):
-                    metrics.set_max("peak_mem", account.used)
-                    yield from self._partial(batches, keys, ctx)
-                    batches, rows = [], 0
-                    account.reset()
-            metrics.set_max("peak_mem", account.used)
-            if self.mode is AggregateMode.PARTIAL:
-                if batches or not self.keys:
-                    yield from self._partial(batches, keys, ctx)
-                return
-            if runs is not None and runs.runs:
-                yield from self._merge_runs(runs, batches, keys, account, ctx)
-                return
-            if states:
-                if batches:
-                    states.append(self._states(batches, keys))
-                result = self._final(pa.concat_tables(states), keys)
-                yield from result.to_batches(max_chunksize=ctx.batch_size)
-                return
-            if not batches and self.keys:
-                return
-            yield from self._aggregate(pa.Table.from_batches(batches, schema=self.input.schema),
-                                       keys, ctx)
+                yield from state.insert(batch)
+            yield from state.finish()
         finally:
-            if runs is not None:
-                metrics.set_max("peak_mem", reservation.peak + runs.merge_peak)
-                runs.close()
-            reservation.free()
+            state.close()
 
     def _execute_sorted(self, partition, ctx):
         """Emit each group once the next one starts; hold only the open group."""
@@ -340,3 +269,108 @@ class AggregateExec(ExecutionPlan):
                                                 for i in range(width)]))
             position += width
         return pa.table(columns, names=list(self.schema.names))
+
+
+class _HashPartition:
+    """One partition of a hash aggregate: the rows it holds and what it does when the pool
+    refuses more (as the external sort's ``_ExternalSort``).
+
+    Refused memory, by mode: a partial aggregate flushes its states downstream; a global
+    aggregate of decomposable functions folds what it holds into one state row; a grouped
+    final/single aggregate spills runs of states sorted by the group keys (``SortedRuns``),
+    merged at the end; anything else raises ResourcesExhausted.
+    """
+
+    def __init__(self, plan: AggregateExec, partition: int, ctx):
+        self.plan, self.ctx = plan, ctx
+        self.name = f"{plan.name}({plan.mode})[{partition}]"
+        self.keys = [k.field_name for k in plan.keys]
+        self.metrics = ctx.metrics.for_partition(plan.operator_id, plan.name, partition)
+        # a partial aggregate never spills: under pressure it flushes its states downstream
+        spills = plan.mode is not AggregateMode.PARTIAL and bool(plan.keys) and all(
+            comparable(plan.input.schema.field(k.field_name).type) for k in plan.keys)
+        self.reservation = ctx.memory_pool.register(self.name, can_spill=spills)
+        self.account = AmortizedAccount(self.reservation)  # a pool grant per chunk, not batch
+        partitions = plan.output_partitioning().count
+        # a partial aggregate keeps at most a fair share of the pool before it flushes
+        self.flush_bytes = partial_flush_bytes(ctx.memory_pool, partitions)
+        self.runs = SortedRuns(ctx, [SortKey(k) for k in plan.keys], plan._run_schema(),
+                               self.metrics, self.name, partitions) if spills else None
+        # the held rows leave room for the merge and the siblings' shares: a greedy sibling
+        # must not starve the others' merges (as in the external sort)
+        self.cap = buffer_cap(ctx.memory_pool, partitions, self.runs.merge_budget()) \
+            if self.runs else None
+        # a global aggregate of decomposable functions folds what it holds into one state
+        # row when refused memory: O(1) state, nothing to spill
+        self.folds = plan.mode is AggregateMode.SINGLE and not plan.keys and \
+            all(is_decomposable(s) for s in plan.specs)
+        self.states: list[pa.Table] = []  # folded state rows (global aggregate under pressure)
+        self.batches: list[pa.RecordBatch] = []
+        self.rows = 0
+
+    def insert(self, batch: pa.RecordBatch):
+        """Hold ``batch``; yields what a partial aggregate flushes."""
+        plan, account = self.plan, self.account
+        if not ((self.cap is None or account.used + batch.nbytes <= self.cap) and
+                account.try_add(batch.nbytes)):
+            self.metrics.set_max("peak_mem", account.used)
+            if self.folds:
+                self.states.append(plan._states(self.batches + [batch], self.keys))
+                self._release()
+                account.add(sum(state.nbytes for state in self.states))  # a row per fold
+                return
+            if plan.mode is AggregateMode.PARTIAL:
+                # flush what is held; a refused batch held by nobody is aggregated on the
+                # spot, like any streaming operator's batch in flight
+                yield from plan._partial(self.batches + [batch], self.keys, self.ctx)
+                self._release()
+                return
+            if self.runs is not None:
+                self.runs.spill(plan._run_batches(self.batches + [batch], self.keys))
+                self._release()
+                self.runs.reserve_merge_budget()
+                return
+            account.add(batch.nbytes)  # raises ResourcesExhausted
+        self.batches.append(batch)
+        self.rows += batch.num_rows
+        if plan.mode is AggregateMode.PARTIAL and (
+                self.rows >= plan.PARTIAL_CHUNK_ROWS or
+                (self.flush_bytes is not None and account.used >= self.flush_bytes)):
+            self.metrics.set_max("peak_mem", account.used)
+            yield from plan._partial(self.batches, self.keys, self.ctx)
+            self._release()
+
+    def finish(self):
+        """Yields the aggregate of everything inserted (merging spilled runs or folds)."""
+        plan, ctx = self.plan, self.ctx
+        self.metrics.set_max("peak_mem", self.account.used)
+        if plan.mode is AggregateMode.PARTIAL:
+            if self.batches or not plan.keys:
+                yield from plan._partial(self.batches, self.keys, ctx)
+            return
+        if self.runs is not None and self.runs.runs:
+            yield from plan._merge_runs(self.runs, self.batches, self.keys, self.account, ctx)
+            return
+        if self.states:
+            if self.batches:
+                self.states.append(plan._states(self.batches, self.keys))
+            result = plan._final(pa.concat_tables(self.states), self.keys)
+            yield from result.to_batches(max_chunksize=ctx.batch_size)
+            return
+        if not self.batches and plan.keys:
+            return
+        yield from plan._aggregate(pa.Table.from_batches(self.batches,
+                                                         schema=plan.input.schema),
+                                   self.keys, ctx)
+
+    def _release(self) -> None:
+        """The held rows went downstream, into a fold or into a run."""
+        self.batches, self.rows = [], 0
+        self.account.reset()
+
+    def close(self) -> None:
+        if self.runs is not None:
+            # the buffer's and the merge's reservations are held at once: their peaks add
+            self.metrics.set_max("peak_mem", self.reservation.peak + self.runs.merge_peak)
+            self.runs.close()
+        self.reservation.free()

@@ -48,6 +48,7 @@ from plansight.engine.physical.windows.bounded_window_agg import (
     BoundedWindowAggExec,
     bounded_supported,
 )
+from plansight.engine.physical.windows.chain import group_windows
 from plansight.engine.physical.windows.window_agg import WindowAggExec
 from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
 from plansight.engine.physical.windows.window_shape import window_direction
@@ -77,9 +78,7 @@ def _reads(nodes: list[lp.Window], columns) -> bool:
 def plan_window(windows: list[WindowCall], outputs: list[Column], child: ExecutionPlan,
                 config: SessionConfig) -> ExecutionPlan:
     """The window operators computing ``windows`` (columns ``outputs``) over ``child``."""
-    groups: dict[tuple, list[int]] = {}
-    for i, w in enumerate(windows):
-        groups.setdefault((w.partition_by, w.order_by), []).append(i)
+    groups = group_windows(windows)
     executor = config.window_executor
     if executor in ("sorted", "partition"):
         return _plan_sorted_chains(windows, outputs, list(groups.values()), child, executor)

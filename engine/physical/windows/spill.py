@@ -52,6 +52,7 @@ from plansight.engine.physical.windows.bounded_window_agg import (
     BoundedWindowAggExec,
     bounded_supported,
 )
+from plansight.engine.physical.windows.chain import chain, group_windows
 from plansight.engine.physical.windows.window_shape import describe_window, partition_starts
 
 #: Fold states kept before they are merged into one (each is a one-row table).
@@ -205,17 +206,9 @@ def evaluate_oversized(plan, open_rows: OpenRows, partition: int, ctx,
     if len(folds) < len(plan.windows):
         source = _pieces(source, ctx.batch_size, oversized_piece_bytes(ctx.memory_pool))
     # windows sharing PARTITION BY and ORDER BY stream through one BoundedWindowAggExec
-    groups: dict[tuple, list[int]] = {}
-    for i, window in enumerate(plan.windows):
-        if i not in folds:
-            groups.setdefault((tuple(window.partition_by), tuple(window.order_by)),
-                              []).append(i)
-    stages: ExecutionPlan = _RowsExec(plan.input.schema, source)
-    order: list[int] = []
-    for indices in groups.values():
-        stages = BoundedWindowAggExec([plan.windows[i] for i in indices],
-                                      [plan.outputs[i] for i in indices], stages)
-        order += indices
+    groups = list(group_windows(plan.windows, skip=folds).values())
+    stages, order = chain(plan.windows, plan.outputs, groups,
+                          _RowsExec(plan.input.schema, source), BoundedWindowAggExec)
     width = len(plan.input.schema)
     position = {index: width + k for k, index in enumerate(order)}
     values: dict[int, pa.Scalar] = {}

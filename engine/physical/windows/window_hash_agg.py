@@ -58,6 +58,12 @@ from plansight.engine.physical.windows.bounded_window_agg import (
     BoundedWindowAggExec,
     bounded_supported,
 )
+from plansight.engine.physical.windows.chain import (
+    chain,
+    group_windows,
+    reorder,
+    sort_keys,
+)
 from plansight.engine.physical.windows.window_agg import WindowAggExec
 from plansight.engine.physical.windows.window_shape import (
     describe_window,
@@ -261,32 +267,30 @@ class HashWindowAggExec(ExecutionPlan):
         # the window stages between the sorts cannot spill: each sort leaves them room
         headroom = sort_headroom(ctx.memory_pool)
         stages: list[ExecutionPlan] = []
-        groups: dict[tuple, list[int]] = {}
-        for i, w in enumerate(self.windows):
-            groups.setdefault((tuple(w.partition_by), tuple(w.order_by)), []).append(i)
-        order: list[int] = []
-        sorted_by: tuple[SortKey, ...] = ()  # the order of ``plan``'s rows
+        sorted_by: tuple[SortKey, ...] = ()  # the order of the rows so far
+
+        def sorted_stage(windows, outputs, below):
+            nonlocal sorted_by
+            keys = sort_keys((windows[0].partition_by, windows[0].order_by))
+            if keys and not _is_prefix(keys, sorted_by):
+                below = SortExec(list(keys), below, preserve_partitioning=True,
+                                 headroom=headroom)
+                stages.append(below)
+                sorted_by = keys
+            # streaming where every frame allows, else partition at a time
+            if windows[0].order_by and all(bounded_supported(w) for w in windows):
+                stages.append(BoundedWindowAggExec(windows, outputs, below))
+            else:
+                stages.append(WindowAggExec(windows, outputs, below))
+            return stages[-1]
+
         # longest sort keys first: a group whose keys are a prefix of the rows' order (the
         # whole-partition aggregates of PARTITION BY p after ORDER BY p, k) needs no sort
-        for (partition_by, order_by), indices in sorted(
-                groups.items(), key=lambda group: -len(group[0][0]) - len(group[0][1])):
-            keys = tuple(SortKey(e) for e in partition_by) + tuple(order_by)
-            if keys and not _is_prefix(keys, sorted_by):
-                plan = SortExec(list(keys), plan, preserve_partitioning=True,
-                                headroom=headroom)
-                stages.append(plan)
-                sorted_by = keys
-            windows = [self.windows[i] for i in indices]
-            outputs = [self.outputs[i] for i in indices]
-            if order_by and all(bounded_supported(w) for w in windows):
-                plan = BoundedWindowAggExec(windows, outputs, plan)
-            else:
-                plan = WindowAggExec(windows, outputs, plan)
-            stages.append(plan)
-            order += indices
-        width = len(self.input.schema)
-        position = {index: width + k for k, index in enumerate(order)}
-        select = list(range(width)) + [position[i] for i in range(len(self.windows))]
+        groups = sorted(group_windows(self.windows).items(),
+                        key=lambda group: -len(group[0][0]) - len(group[0][1]))
+        plan, order = chain(self.windows, self.outputs, [g for _, g in groups], plan,
+                            sorted_stage)
+        select = reorder(order, len(self.input.schema))
         try:
             for batch in plan.execute(partition, ctx):
                 yield pa.RecordBatch.from_arrays([batch.column(i) for i in select],
