@@ -76,24 +76,19 @@ class PlansightMagics(Magics):
         options_text, sql = split_options(line)
         if cell is not None:
             sql = f"{sql}\n{cell}" if sql.strip() else cell
-        try:
-            args = parse_argstring(self.query, options_text)
-        except UsageError as error:  # a bad option: show it like any user error
-            _print_error(str(error))
-            return None
+        args = parse_argstring(self.query, options_text)  # a bad option: IPython's UsageError
         if not sql.strip():
-            _print_error("no SQL given: write it after the options or in the cell body")
-            return None
+            raise UsageError("no SQL given: write it after the options or in the cell body")
         try:
             return self._run(args, sql)
-        except InternalError:
-            raise  # a bug: keep the traceback
-        except Cancelled:
-            print("query cancelled", file=sys.stderr)
-            return None
         except PlansightError as error:
-            _print_error(str(error))
-            return None
+            # a failed cell fails: Run All, nbclient and nbval stop here, and -o never
+            # leaves the previous cell's result behind under the new cell's name
+            if args.out:
+                self.shell.user_ns.pop(args.out, None)
+            if isinstance(error, InternalError):
+                raise  # a bug: keep the traceback
+            raise short_error(error) from None
 
     # -- helpers --------------------------------------------------------------
     @staticmethod
@@ -282,3 +277,20 @@ def _display(obj) -> None:
 
 def _print_error(message: str) -> None:
     print(f"{_RED}{message}{_RESET}", file=sys.stderr)
+
+
+def short_error(error: PlansightError) -> PlansightError:
+    """``error``, shown by IPython as its class and message only (caret snippet included),
+    without a Python traceback, as jupysql shows its errors; still raised, so the cell fails.
+
+    IPython renders an exception that has ``_render_traceback_`` with the lines it returns.
+
+    Example:
+        >>> from plansight.errors import PlanError
+        >>> lines = short_error(PlanError("no table 'x'"))._render_traceback_()
+        >>> "PlanError: no table 'x'" in lines[0] and "Traceback" not in lines[0]
+        True
+    """
+    text = f"{type(error).__name__}: {error}"
+    error._render_traceback_ = lambda: [f"{_RED}{text}{_RESET}"]
+    return error

@@ -107,23 +107,50 @@ def test_explain_prints_plan_without_running(ip, capsys):
     assert "Exec" in capsys.readouterr().out
 
 
-def test_syntax_error_prints_caret_without_traceback(ip, capsys):
-    assert query(ip, "", "SELECT 1 +* FROM") is None
-    err = capsys.readouterr().err
-    assert "^" in err and "Traceback" not in err
+def run_cell(ip, source: str, capsys):
+    """Run ``source`` as a notebook cell; (the ExecutionResult, what the cell printed)."""
+    capsys.readouterr()
+    result = ip.run_cell(source)
+    captured = capsys.readouterr()
+    return result, captured.out + captured.err
+
+
+def test_syntax_error_fails_the_cell_with_a_caret_and_no_traceback(ip, capsys):
+    result, shown = run_cell(ip, "%%query\nSELECT 1 +* FROM", capsys)
+    assert isinstance(result.error_in_exec, ps.SqlSyntaxError) and not result.success
+    assert "^" in shown and "SqlSyntaxError" in shown and "Traceback" not in shown
     assert query(ip, "--no-monitor SELECT 2 AS x").table.to_pylist() == [{"x": 2}]
+
+
+def test_failing_cell_raises_the_plansight_error(ip):
+    ip.user_ns["arrow_t"] = pa.table({"x": [1]})
+    with pytest.raises(ps.PlanError, match="'y'"):
+        query(ip, "--no-monitor SELECT y FROM arrow_t")
+    with pytest.raises(ps.SqlSyntaxError):
+        query(ip, "", "SELECT 1 +* FROM")
 
 
 def test_plan_error_is_short(ip, capsys):
     ip.user_ns["arrow_t"] = pa.table({"x": [1]})
-    assert query(ip, "--no-monitor SELECT y FROM arrow_t") is None
-    err = capsys.readouterr().err
-    assert "'y'" in err and "Traceback" not in err
+    result, shown = run_cell(ip, "%query --no-monitor SELECT y FROM arrow_t", capsys)
+    assert isinstance(result.error_in_exec, ps.PlanError)
+    assert "'y'" in shown and "Traceback" not in shown
+
+
+def test_out_is_never_stale_after_a_failure(ip, capsys):
+    query(ip, "-o out --no-monitor", "SELECT 1 AS x")
+    assert "out" in ip.user_ns
+    result, _ = run_cell(ip, "%%query -o out --no-monitor\nSELECT nope FROM nowhere", capsys)
+    assert result.error_in_exec is not None and "out" not in ip.user_ns
+    result, _ = run_cell(ip, "%%query -o out --no-monitor\nSELECT 1 +* FROM", capsys)
+    assert result.error_in_exec is not None and "out" not in ip.user_ns
 
 
 def test_bad_option_value_is_short(ip, capsys):
-    assert query(ip, "--memory-limit lots --no-monitor SELECT 1") is None
-    assert "Traceback" not in capsys.readouterr().err
+    result, shown = run_cell(ip, "%query --memory-limit lots --no-monitor SELECT 1", capsys)
+    assert result.error_in_exec is not None and "Traceback" not in shown
+    result, shown = run_cell(ip, "%query --no-such-option SELECT 1", capsys)
+    assert result.error_in_exec is not None and "Traceback" not in shown
     assert query(ip, "--no-monitor SELECT 1 AS x").num_rows == 1
 
 
@@ -144,8 +171,9 @@ def test_keyboard_interrupt_cancels(ip, monkeypatch, capsys):
 
     monkeypatch.setattr(ps.Query, "execute", interrupted)
     monkeypatch.setattr(ps.Query, "cancel", lambda self: cancelled.append(True))
-    assert query(ip, "--no-monitor SELECT 1") is None
-    assert "query cancelled" in capsys.readouterr().err and cancelled
+    result, shown = run_cell(ip, "%query --no-monitor SELECT 1", capsys)
+    assert isinstance(result.error_in_exec, ps.Cancelled) and cancelled
+    assert "query cancelled" in shown and "Traceback" not in shown
 
 
 def test_monitor_falls_back_to_text_summary(ip, capsys):
@@ -205,8 +233,8 @@ def test_colon_parameters_bind_namespace_values_as_typed_literals(ip, capsys):
     result = query(ip, "--no-monitor",
                    "SELECT x FROM arrow_t WHERE x > :low AND s = :who")
     assert result.table.to_pylist() == [{"x": 5}]
-    assert query(ip, "--no-monitor", "SELECT 1 + :nowhere AS y") is None
-    assert "parameter :nowhere has no value" in capsys.readouterr().err
+    with pytest.raises(ps.PlanError, match="parameter :nowhere has no value"):
+        query(ip, "--no-monitor", "SELECT 1 + :nowhere AS y")
     for name in ("low", "who"):
         ip.user_ns.pop(name)
 
@@ -220,8 +248,7 @@ def test_parameter_first_in_select_list(ip, capsys):
     assert query(ip, "--no-monitor", "SELECT count(*) AS n FROM arrow_t WHERE a = :x"
                  ).table.to_pylist() == [{"n": 2}]
     # an unbound name: a short message with a caret under it, no traceback
-    assert query(ip, "--no-monitor", "SELECT :x,\n       :missing") is None
-    err = capsys.readouterr().err
+    _, err = run_cell(ip, "%%query --no-monitor\nSELECT :x,\n       :missing", capsys)
     assert "parameter :missing has no value" in err and "Traceback" not in err
     lines = err.replace("\x1b[31m", "").replace("\x1b[0m", "").splitlines()  # no colour
     caret = next(i for i, line in enumerate(lines) if line.strip() == "^")
