@@ -4,10 +4,9 @@ Scan units (files, row groups, memory batches) are split into contiguous runs, o
 partition; units whose statistics rule out ``pruning_predicates`` are skipped before any read.
 
 Limit pruning (``limit_pruning=(predicates, rows)``, set by ``prune_by_limit`` for a LIMIT
-over a filter made only of ``predicates``): when the units whose statistics prove that every
-row passes hold at least ``rows`` rows, only the first of them that cover ``rows`` are read —
-partially matching units are skipped too. A LIMIT without ORDER BY may return any rows that
-pass the filter.
+over a filter made only of ``predicates``): once the units whose statistics prove that every
+row passes hold ``rows`` rows, the units after them are not read. The LIMIT returns the first
+passing rows in source order, so partially matching units before that point are read.
 
 Ordering: a source that knows its sort order (source_ordering.py) makes each partition sorted
 when the units of its run follow each other (``TableSource.in_order``); the scan then reports
@@ -233,15 +232,14 @@ def _runs_in_order(source: TableSource, runs: list[list[ScanUnit]]) -> bool:
 
 
 def _fully_matching_prefix(source: TableSource, units: list, predicates: tuple, rows: int):
-    """(units to read, units dropped): the first fully matching units that hold ``rows``
-    rows when there are enough of them, else all ``units``."""
-    chosen, covered = [], 0
-    for unit in units:
-        if covered >= rows:
-            break
+    """(units to read, units dropped): the units up to the point where the fully matching
+    ones among them hold ``rows`` rows, when they do, else all ``units``. Partially matching
+    units before that point stay: a LIMIT returns the first passing rows in source order
+    (keep_source_order), and they may hold some of them."""
+    covered = 0
+    for count, unit in enumerate(units, start=1):
         if unit.rows and source.fully_matches(unit, list(predicates)):
-            chosen.append(unit)
             covered += unit.rows
-    if covered < rows:
-        return units, 0
-    return chosen, len(units) - len(chosen)
+            if covered >= rows:
+                return units[:count], len(units) - count
+    return units, 0
