@@ -7,7 +7,9 @@ files, row groups) and reads one unit with a projection pushed into the reader.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -363,13 +365,109 @@ class IpcSource(TableSource):
             raise PlanError(f"cannot read Arrow IPC file {unit.path!r}: {e}") from e
 
 
-def source_from_object(obj: Any, sorted_by=None) -> TableSource:
+class DataFrameSource(MemorySource):
+    """A pandas DataFrame, converted to Arrow a column at a time as queries use its columns.
+
+    Any frame a user holds is queryable: an ``object`` column whose values have several
+    types (``["x", 1, None, 2.5]``) reads as VARCHAR holding ``str()`` of each value, as in
+    DuckDB, and a column that cannot be converted fails only the queries that read it, with
+    a PlanError naming it. Each column's type is known from its dtype, or for ``object``
+    columns from pandas' own type inference (one pass in C, no conversion).
+    """
+
+    kind = "pandas"
+
+    def __init__(self, frame: Any, name: str = ""):
+        import pandas as pd
+
+        self.frame, self.name, self.ordering = frame, name, ()
+        self._names = [str(c) for c in frame.columns]
+        if len(set(self._names)) != len(self._names):
+            raise PlanError("the DataFrame has duplicate column names: "
+                            f"{sorted({c for c in self._names if self._names.count(c) > 1})}")
+        self._mixed: set[str] = set()
+        self._columns: dict[str, pa.ChunkedArray] = {}
+        self._lock = threading.Lock()
+        fields = []
+        for position, column in enumerate(self._names):
+            series = frame.iloc[:, position]
+            if series.dtype == object:
+                kind = pd.api.types.infer_dtype(series, skipna=True)
+                if kind.startswith("mixed") and kind != "mixed-integer-float" or kind == "empty":
+                    self._mixed.add(column)
+                    type_ = pa.string()
+                else:
+                    type_ = pa.infer_type(series.head(1000), from_pandas=True)
+            else:
+                type_ = pa.Schema.from_pandas(frame.iloc[:0, [position]],
+                                              preserve_index=False).types[0]
+            fields.append(pa.field(column, normalize_type(type_)))
+        self.schema = pa.schema(fields)
+
+    @property
+    def table(self) -> pa.Table:
+        """The whole frame as Arrow (every column converted)."""
+        return self._table(self._names)
+
+    def num_rows(self) -> int:
+        return len(self.frame)
+
+    def _column(self, name: str) -> pa.ChunkedArray:
+        with self._lock:  # partitions read concurrently: convert each column once
+            return self._convert(name)
+
+    def _convert(self, name: str) -> pa.ChunkedArray:
+        if name not in self._columns:
+            series = self.frame.iloc[:, self._names.index(name)]
+            target = self.schema.field(name).type
+            try:
+                if name in self._mixed:
+                    array = pa.array(series.astype(str).to_numpy(dtype=object),
+                                     type=pa.string(),
+                                     mask=series.isna().to_numpy(dtype=bool))
+                elif series.dtype == object:
+                    array = pa.array(series, type=target, from_pandas=True)
+                else:
+                    array = pa.Table.from_pandas(series.to_frame(), preserve_index=False
+                                                 ).column(0)
+                column = pa.chunked_array([array]) if isinstance(array, pa.Array) else array
+                self._columns[name] = column.cast(target) if column.type != target else column
+            except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+                where = f" of DataFrame {self.name!r}" if self.name else ""
+                raise PlanError(f"cannot read column {name!r}{where} as {target}: {e}") from e
+        return self._columns[name]
+
+    def _table(self, columns: list[str]) -> pa.Table:
+        return pa.table([self._column(c) for c in columns],
+                        schema=pa.schema([self.schema.field(c) for c in columns]))
+
+    def units(self, partitions: int = 1) -> list[ScanUnit]:
+        n = len(self.frame)
+        count = max(1, min(n, max(partitions, -(-n // (1 << 20)))))
+        bounds = [n * i // count for i in range(count + 1)]
+        return [ScanUnit(offset=lo, rows=hi - lo) for lo, hi in itertools.pairwise(bounds)
+                if hi > lo]
+
+    def read(self, unit, columns, batch_size):
+        piece = self._table(columns).slice(unit.offset, unit.rows)
+        for batch in piece.to_batches(max_chunksize=batch_size):
+            if batch.num_rows:
+                yield batch
+
+    def describe(self) -> str:
+        return f"pandas rows={len(self.frame)}"
+
+
+def source_from_object(obj: Any, sorted_by=None, name: str = "") -> TableSource:
     """A MemorySource from an Arrow table/batch/reader, pandas or polars DataFrame;
     ``sorted_by`` declares how its rows are sorted (source_ordering.py)."""
     if isinstance(obj, TableSource):
         if sorted_by is not None:
             raise PlanError("sorted_by applies to data, not to an existing table source")
         return obj
+    if sorted_by is None and type(obj).__module__.split(".")[0] == "pandas" and \
+            type(obj).__name__ == "DataFrame":
+        return DataFrameSource(obj, name)
     return MemorySource(_arrow_table(obj), sorted_by)
 
 
@@ -382,7 +480,7 @@ def _arrow_table(obj: Any) -> pa.Table:
         return obj.read_all()
     module = type(obj).__module__.split(".")[0]
     if module == "pandas":
-        return normalize_table(pa.Table.from_pandas(obj, preserve_index=False))
+        return DataFrameSource(obj).table
     if module == "polars":
         return normalize_table(obj.to_arrow())
     if hasattr(obj, "__arrow_c_stream__"):
@@ -422,6 +520,7 @@ def normalize_table(table: pa.Table) -> pa.Table:
 
 __all__ = [
     "CsvSource",
+    "DataFrameSource",
     "IpcSource",
     "MemorySource",
     "ParquetSource",

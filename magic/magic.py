@@ -16,7 +16,6 @@ import re
 import sys
 from typing import Any
 
-import pyarrow as pa
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -25,6 +24,11 @@ from sqlglot import exp
 from plansight.errors import Cancelled, InternalError, PlansightError
 from plansight.magic.extension import get_session
 from plansight.magic.result import QueryResult
+from plansight.replacement_scan import (  # noqa: F401 -- part of the magic's API
+    find_tables,
+    is_tabular,
+    referenced_tables,
+)
 
 # Options that consume the next token; used to find where the SQL of a line magic starts.
 _VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size", "--trace"}
@@ -185,29 +189,6 @@ def split_options(line: str) -> tuple[str, str]:
     return line[:position].strip(), line[position:].strip()
 
 
-def referenced_tables(sql: str) -> set[str]:
-    """Unqualified table names the SQL reads, CTE names excluded; empty if it does not parse.
-
-    Example:
-        >>> sql = "WITH c AS (SELECT * FROM a) SELECT * FROM c JOIN b USING (k)"
-        >>> sorted(referenced_tables(sql))
-        ['a', 'b']
-    """
-    statements = _parse_or_none(sql)
-    if statements is None:
-        return set()  # the engine's parser reports the error with a caret
-    names: set[str] = set()
-    ctes: set[str] = set()
-    for statement in statements:
-        if statement is None:
-            continue
-        ctes.update(cte.alias_or_name for cte in statement.find_all(exp.CTE))
-        for table in statement.find_all(exp.Table):
-            if table.name and not table.args.get("db") and isinstance(table.this, exp.Identifier):
-                names.add(table.name)
-    return names - ctes
-
-
 def namespace_parameters(sql: str, user_ns: dict) -> dict[str, Any]:
     """Values of the ``:name`` placeholders the SQL uses, from the notebook namespace.
 
@@ -245,27 +226,7 @@ def _parse_or_none(sql: str) -> list[exp.Expression] | None:
 
 def namespace_tables(sql: str, registered: list[str], user_ns: dict) -> dict[str, Any]:
     """Notebook variables holding tables that the SQL names and the session does not know."""
-    known = {name.lower() for name in registered}
-    found: dict[str, Any] = {}
-    for name in referenced_tables(sql):
-        if name.lower() in known:
-            continue
-        obj = user_ns.get(name)
-        if not is_tabular(obj):
-            matches = [key for key in user_ns if key.lower() == name.lower()
-                       and is_tabular(user_ns[key])]
-            obj = user_ns[matches[0]] if len(matches) == 1 else None
-        if obj is not None:
-            found[name] = obj
-    return found
-
-
-def is_tabular(obj: Any) -> bool:
-    """An Arrow table/batch/reader or a pandas/polars DataFrame (without importing either)."""
-    if isinstance(obj, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
-        return True
-    module = type(obj).__module__.split(".")[0]
-    return module in ("pandas", "polars") and type(obj).__name__ == "DataFrame"
+    return find_tables(sql, registered, user_ns)
 
 
 def _display(obj) -> None:

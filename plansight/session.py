@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any
 
@@ -21,6 +22,7 @@ from plansight.engine.exec.context import SessionConfig
 from plansight.engine.exec.memory_pool import parse_memory_limit
 from plansight.engine.sql.parser import parse
 from plansight.errors import PlanError, did_you_mean
+from plansight.replacement_scan import find_tables
 
 NULL_ORDERS = ("nulls_last", "nulls_first", "nulls_first_on_asc_last_on_desc",
                "nulls_last_on_asc_first_on_desc")
@@ -174,7 +176,7 @@ class Session:
             False
         """
         self._check_name(name)
-        self._tables[name] = source_from_object(obj, sorted_by)
+        self._tables[name] = source_from_object(obj, sorted_by, name=name)
 
     def register_parquet(self, name: str, path, sorted_by: str | list[str] | None = None
                          ) -> None:
@@ -211,12 +213,15 @@ class Session:
 
     # -- queries --------------------------------------------------------------
     def sql(self, text: str, catalog: dict[str, Any] | None = None,
-            params: dict[str, Any] | None = None, options: dict[str, Any] | None = None):
+            params: dict[str, Any] | None = None, options: dict[str, Any] | None = None,
+            _caller_depth: int = 1):
         """Parse, bind and plan ``text`` (lazy: nothing runs until a result is asked for).
 
         SET statements apply at once. ``catalog`` adds tables visible to this query only.
         ``params`` binds ``:name`` placeholders to values, as typed literals (never as text).
         ``options`` overrides session options for this query only (the session is unchanged).
+        A table name neither registered nor in ``catalog`` is looked up among the caller's
+        variables (a replacement scan, as in DuckDB): a DataFrame ``df`` in scope is ``df``.
 
         Example:
             >>> import pyarrow as pa, plansight as ps
@@ -238,8 +243,13 @@ class Session:
                                 "(SET statements may precede a query)")
             query = statement
         tables: dict[str, Any] = dict(self._tables)
-        for name, obj in (catalog or {}).items():
-            tables[name] = source_from_object(obj)
+        catalog = dict(catalog or {})
+        frame = sys._getframe(_caller_depth)
+        catalog.update(find_tables(statements, [*tables, *catalog], frame.f_locals,
+                                   frame.f_globals))
+        del frame
+        for name, obj in catalog.items():
+            tables[name] = source_from_object(obj, name=name)
         config = self.config.copy()
         for name, value in (options or {}).items():
             apply_option(config, name, value)
