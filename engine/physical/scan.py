@@ -27,7 +27,7 @@ import itertools
 import pyarrow as pa
 
 from plansight.engine.catalog import ScanUnit, TableSource
-from plansight.engine.logical.expr import Column, SortKey
+from plansight.engine.logical.expr import Column, SortKey, sql_value
 from plansight.engine.physical.plan import ExecutionPlan, Ordering, Partitioning
 
 
@@ -130,7 +130,8 @@ class DataSourceExec(ExecutionPlan):
         parts = [f"DataSourceExec: table={self.table}", self.source.describe(),
                  f"projection=[{', '.join(self.columns)}]"]
         if self.pruning_predicates:
-            preds = ", ".join(f"{c} {op} {v!r}" for c, op, v in self.pruning_predicates)
+            preds = ", ".join(f"{c} {_SYMBOLS.get(op, op)} {sql_value(v)}"
+                              for c, op, v in self.pruning_predicates)
             parts.append(f"pruning_predicate=[{preds}]")
             parts.append(f"units_pruned={self.pruned_units}/{self.total_units}")
         if self.fetch is not None:
@@ -202,6 +203,9 @@ class DataSourceExec(ExecutionPlan):
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
             if remaining is not None and remaining <= 0:
                 return
+
+
+_SYMBOLS = {"eq": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
 
 
 def _split(units: list[ScanUnit], count: int) -> list[list[ScanUnit]]:
