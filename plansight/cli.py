@@ -27,11 +27,20 @@ DEMO = [
 
 
 def format_table(table: pa.Table, max_rows: int = 40) -> str:
-    """A plain-text grid of ``table`` (head and tail when long)."""
+    """A plain-text grid of ``table`` (head and tail when long). Only the rows shown are
+    converted to Python, so a result of millions of rows prints as fast as a small one.
+
+    Example:
+        >>> print(format_table(pa.table({"x": list(range(100))}), max_rows=4).splitlines()[3:7])
+        ['|  0 |', '|  1 |', '| …  |', '| 98 |']
+    """
     names = table.column_names
-    rows = table.to_pylist()
-    shown = rows if len(rows) <= max_rows else rows[:max_rows // 2] + [None] + \
-        rows[-max_rows // 2:]
+    n = table.num_rows
+    if n <= max_rows:
+        shown = table.to_pylist()
+    else:
+        half = max_rows // 2
+        shown = table.slice(0, half).to_pylist() + [None] + table.slice(n - half).to_pylist()
     cells = [[_cell(r[n]) if isinstance(r, dict) else "…" for n in names] if r is not None
              else ["…"] * len(names) for r in shown]
     widths = [max([len(n)] + [len(c[i]) for c in cells]) for i, n in enumerate(names)]
@@ -70,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=0.01, help="scale factor (default 0.01)")
     parser.add_argument("--partitions", type=int, default=None, help="target partitions")
     parser.add_argument("--memory-limit", default=None, help="e.g. 512MB")
-    parser.add_argument("--explain", action="store_true", help="print the physical plan")
+    parser.add_argument("--explain", action="store_true",
+                        help="print the physical plan without running the query")
     parser.add_argument("--analyze", action="store_true", help="run and print plan metrics")
     parser.add_argument("--demo", action="store_true", help="run a short tour of queries")
     args = parser.parse_args(argv)
@@ -103,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             if title:
                 print(f"\n-- {title}")
             query = session.sql(text)
-            if args.explain:
+            if args.explain and not args.analyze:  # the plan only: nothing runs
                 print(query.explain())
+                continue
             started = time.perf_counter()
             run = query.execute()
             elapsed = time.perf_counter() - started
