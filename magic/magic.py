@@ -43,7 +43,8 @@ class PlansightMagics(Magics):
     @no_var_expand
     @magic_arguments()
     @argument("-o", "--out", metavar="NAME",
-              help="store the result in the notebook variable NAME (an Arrow table unless "
+              help="store the result in the notebook variable NAME (jupysql's NAME << SELECT "
+                   "... does the same; an Arrow table unless "
                    "--pandas or --polars)")
     @argument("--pandas", action="store_true",
               help="return (and store) the result as a pandas DataFrame")
@@ -81,6 +82,12 @@ class PlansightMagics(Magics):
         if cell is not None:
             sql = f"{sql}\n{cell}" if sql.strip() else cell
         args = parse_argstring(self.query, options_text)  # a bad option: IPython's UsageError
+        capture, sql = split_capture(sql)
+        if capture is not None:
+            if args.out not in (None, capture):
+                raise UsageError(f"both -o {args.out} and {capture} << name the result: "
+                                 "use one of them")
+            args.out = capture
         if not sql.strip():
             raise UsageError("no SQL given: write it after the options or in the cell body")
         try:
@@ -164,6 +171,26 @@ class PlansightMagics(Magics):
         except KeyboardInterrupt:
             query.cancel()
             raise Cancelled("query cancelled") from None
+
+
+_CAPTURE = re.compile(r"^\s*([A-Za-z_]\w*)\s*<<(?!=)\s*")
+
+
+def split_capture(sql: str) -> tuple[str | None, str]:
+    """jupysql's ``name << SELECT ...``: (the variable to store the result in, the SQL).
+
+    Stored like ``-o name``; ``<<`` between SQL values is the bit shift, never a capture.
+
+    Example:
+        >>> split_capture("res << SELECT 1")
+        ('res', 'SELECT 1')
+        >>> split_capture("SELECT 1 << 2")
+        (None, 'SELECT 1 << 2')
+    """
+    match = _CAPTURE.match(sql)
+    if match is None or match.group(1).upper() in ("SELECT", "WITH", "FROM", "VALUES"):
+        return None, sql
+    return match.group(1), sql[match.end():]
 
 
 def split_options(line: str) -> tuple[str, str]:

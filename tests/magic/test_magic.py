@@ -274,3 +274,13 @@ def test_config_sets_validated_kernel_defaults(ip, capsys):
     with pytest.raises(TraitError, match="default_null_order"):
         options.default_null_order = "sideways"
     options.memory_limit = None
+
+
+def test_jupysql_capture_stores_like_out(ip):
+    result = query(ip, "--no-monitor", "out << SELECT 41 + 1 AS x")
+    assert result.table.to_pylist() == [{"x": 42}]
+    assert ip.user_ns["out"].to_pylist() == [{"x": 42}]
+    query(ip, "--no-monitor out << SELECT 7 AS y")
+    assert ip.user_ns["out"].to_pylist() == [{"y": 7}]
+    with pytest.raises(ps.NotSupportedError, match="1 << 2"):  # a shift, not a capture
+        query(ip, "--no-monitor", "SELECT 1 << 2 AS z")
