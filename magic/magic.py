@@ -111,7 +111,8 @@ class PlansightMagics(Magics):
 
     def _run(self, args, sql: str):
         session = get_session()
-        catalog = namespace_tables(sql, session.tables(), self.shell.user_ns)
+        catalog = namespace_tables(sql, session.tables(), self.shell.user_ns,
+                                   session._views())
         overrides = {}
         if args.partitions is not None:
             overrides["target_partitions"] = args.partitions
@@ -251,9 +252,11 @@ def _parse_or_none(sql: str) -> list[exp.Expression] | None:
         return None
 
 
-def namespace_tables(sql: str, registered: list[str], user_ns: dict) -> dict[str, Any]:
-    """Notebook variables holding tables that the SQL names and the session does not know."""
-    return find_tables(sql, registered, user_ns)
+def namespace_tables(sql: str, registered: list[str], user_ns: dict,
+                     views: dict | None = None) -> dict[str, Any]:
+    """Notebook variables holding tables that the SQL (or a view it reads) names and the
+    session does not know; every table variable for SHOW TABLES."""
+    return find_tables(sql, registered, user_ns, views=views)
 
 
 def _display(obj) -> None:

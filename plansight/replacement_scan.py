@@ -53,9 +53,12 @@ def is_tabular(obj: Any) -> bool:
 
 
 def find_tables(sql: str | Iterable[exp.Expression], registered: Iterable[str],
-                *namespaces: Mapping[str, Any]) -> dict[str, Any]:
+                *namespaces: Mapping[str, Any], views: Mapping[str, Any] | None = None
+                ) -> dict[str, Any]:
     """Variables holding tables that the SQL names and ``registered`` does not hold, from
     the first namespace that has them (an exact name, else a unique case-insensitive match).
+    Tables named inside the ``views`` the SQL reads count too; ``SHOW TABLES`` takes every
+    table variable (the notebook's DataFrames are tables).
 
     Example:
         >>> import pyarrow as pa
@@ -63,9 +66,29 @@ def find_tables(sql: str | Iterable[exp.Expression], registered: Iterable[str],
         >>> list(found)
         ['T']
     """
+    if isinstance(sql, str):
+        try:
+            sql = parse(sql)
+        except PlansightError:
+            return {}
+    statements = list(sql)
     known = {name.lower() for name in registered}
     found: dict[str, Any] = {}
-    for name in referenced_tables(sql):
+    if any(isinstance(s, exp.Show) and str(s.name).upper() == "TABLES" for s in statements):
+        for namespace in reversed(namespaces):  # the first namespace wins
+            found.update({name: obj for name, obj in namespace.items()
+                          if isinstance(name, str) and not name.startswith("_") and
+                          name.lower() not in known and is_tabular(obj)})
+        return found
+    names = referenced_tables(statements)
+    views = {name.lower(): view for name, view in (views or {}).items()}
+    pending = [name for name in names if name.lower() in views]
+    while pending:  # the tables inside the views read, and inside views they read
+        view = views.pop(pending.pop().lower())
+        inner = referenced_tables([view.query]) - names
+        names |= inner
+        pending += [name for name in inner if name.lower() in views]
+    for name in names:
         if name.lower() in known:
             continue
         for namespace in namespaces:

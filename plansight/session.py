@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 import psutil
+import pyarrow as pa
 from sqlglot import exp
 
 from plansight.engine.catalog import (
@@ -15,14 +16,16 @@ from plansight.engine.catalog import (
     IpcSource,
     ParquetSource,
     TableSource,
+    View,
     source_from_object,
 )
 from plansight.engine.exec.allocator import retain_freed_memory
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.exec.memory_pool import parse_memory_limit
 from plansight.engine.sql.parser import parse
-from plansight.errors import PlanError, did_you_mean
+from plansight.errors import PlanError, PlansightError, add_caret, did_you_mean
 from plansight.replacement_scan import find_tables
+from plansight.statements import is_session_statement, run_statement
 
 NULL_ORDERS = ("nulls_last", "nulls_first", "nulls_first_on_asc_last_on_desc",
                "nulls_last_on_asc_first_on_desc")
@@ -204,7 +207,11 @@ class Session:
         return sorted(self._tables)
 
     def table_schema(self, name: str):
-        return self._tables[name].schema
+        source = self._tables[name]
+        if isinstance(source, View):
+            return pa.schema([pa.field(c.name, c.type) for c in self.sql(
+                f'SELECT * FROM "{name}"').logical.columns])
+        return source.schema
 
     @staticmethod
     def _check_name(name: str) -> None:
@@ -233,6 +240,32 @@ class Session:
         from plansight.query import Query
 
         statements = parse(text)
+        catalog = dict(catalog or {})
+        frame = sys._getframe(_caller_depth)
+        catalog.update(find_tables(statements, [*self._tables, *catalog], frame.f_locals,
+                                   frame.f_globals, views=self._views()))
+        del frame
+        params = params or {}
+
+        def visible_tables() -> dict[str, Any]:
+            # a table created by an earlier statement wins over a variable of the same name
+            tables: dict[str, Any] = dict(self._tables)
+            known = {name.lower() for name in tables}
+            for name, obj in catalog.items():
+                if name.lower() not in known:
+                    tables[name] = source_from_object(obj, name=name)
+            return tables
+
+        def run_query(node: exp.Expression):
+            return Query(self, text, node, visible_tables(), params, query_config()).to_arrow()
+
+        def query_config():
+            # made when needed: a SET earlier in the text applies to what follows it
+            config = self.config.copy()
+            for name, value in (options or {}).items():
+                apply_option(config, name, value)
+            return config
+
         query = None
         for statement in statements:
             if isinstance(statement, exp.Set):
@@ -240,20 +273,28 @@ class Session:
                 continue
             if query is not None:
                 raise PlanError("several queries in one call: run them one at a time "
-                                "(SET statements may precede a query)")
+                                "(SET, CREATE, DROP, INSERT and COPY statements may precede "
+                                "a query)")
+            if is_session_statement(statement):
+                try:
+                    run_statement(self, statement, run_query)
+                except PlansightError as e:
+                    raise add_caret(e, text)
+                continue
             query = statement
-        tables: dict[str, Any] = dict(self._tables)
-        catalog = dict(catalog or {})
-        frame = sys._getframe(_caller_depth)
-        catalog.update(find_tables(statements, [*tables, *catalog], frame.f_locals,
-                                   frame.f_globals))
-        del frame
-        for name, obj in catalog.items():
-            tables[name] = source_from_object(obj, name=name)
-        config = self.config.copy()
-        for name, value in (options or {}).items():
-            apply_option(config, name, value)
-        return Query(self, text, query, tables, params or {}, config)
+        return Query(self, text, query, visible_tables(), params, query_config())
+
+    def _views(self) -> dict[str, View]:
+        return {name: v for name, v in self._tables.items() if isinstance(v, View)}
+
+    def _check_view(self, view: View) -> None:
+        """Bind ``view``'s query now (a view naming a missing table fails at CREATE)."""
+        from plansight.engine.sql.binder import Binder
+
+        tables = dict(self._tables)
+        options = {"integer_division": self.config.integer_division,
+                   "default_null_order": self.config.default_null_order}
+        Binder(tables, options, {}).bind_query(view.query, None)
 
     def _apply_set(self, statement: exp.Set) -> None:
         for item in statement.expressions:
