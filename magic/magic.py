@@ -31,7 +31,11 @@ from plansight.replacement_scan import (  # noqa: F401 -- part of the magic's AP
 )
 
 # Options that consume the next token; used to find where the SQL of a line magic starts.
-_VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size", "--trace"}
+_VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size", "--trace",
+                  "--save", "--with", "--file", "-f"}
+# first words of SQL: after --plot KIND X, a word that is not one of these is the Y column
+_SQL_STARTS = {"SELECT", "WITH", "FROM", "VALUES", "SHOW", "EXPLAIN", "DESCRIBE", "CREATE",
+               "DROP", "INSERT", "COPY", "SET", "TABLE", "SUMMARIZE", "PIVOT"}
 
 _RED, _RESET = "\x1b[31m", "\x1b[0m"
 
@@ -68,6 +72,17 @@ class PlansightMagics(Magics):
     @argument("--trace", metavar="FILE",
               help="write the run as Chrome trace-event JSON to FILE (open it in "
                    "https://ui.perfetto.dev); implies --profile")
+    @argument("--save", metavar="NAME",
+              help="save the cell's query as NAME (a view: later queries read it by name)")
+    @argument("--no-execute", action="store_true",
+              help="with --save: save the query without running it")
+    @argument("--with", metavar="NAME", action="append", dest="with_",
+              help="use the query saved as NAME (saved queries are views, so naming it in "
+                   "the SQL is enough; --with checks it exists)")
+    @argument("-f", "--file", metavar="PATH", help="run the SQL in the file PATH")
+    @argument("--plot", nargs="+", metavar="ARG",
+              help="chart the result: --plot bar|line|scatter X Y, or --plot hist X "
+                   "(matplotlib)")
     @line_cell_magic
     def query(self, line: str, cell: str | None = None):
         """Run SQL on plansight's engine; notebook DataFrames and Arrow tables are tables.
@@ -76,12 +91,24 @@ class PlansightMagics(Magics):
         the cell (cell magic). Returns the result, or None after an error or ``--explain``.
         ``:name`` in the SQL binds the notebook variable ``name`` as a typed value. To stop
         a running query, click the monitor's Cancel button (JupyterLab >= 4.4) or
-        interrupt the kernel; the next cell works either way.
+        interrupt the kernel; the next cell works either way. A failing query fails the
+        cell (Run All stops there) with a short message.
+
+        ``%config Query.displaylimit = N`` sets the rows a result shows (0: all),
+        ``Query.autopandas`` / ``Query.autopolars`` return DataFrames by default.
         """
         options_text, sql = split_options(line)
         if cell is not None:
             sql = f"{sql}\n{cell}" if sql.strip() else cell
         args = parse_argstring(self.query, options_text)  # a bad option: IPython's UsageError
+        if args.file:
+            if sql.strip():
+                raise UsageError("--file and SQL in the cell: give one of them")
+            try:
+                with open(args.file) as handle:
+                    sql = handle.read()
+            except OSError as error:
+                raise UsageError(f"cannot read {args.file}: {error.strerror}") from None
         capture, sql = split_capture(sql)
         if capture is not None:
             if args.out not in (None, capture):
@@ -104,13 +131,20 @@ class PlansightMagics(Magics):
     # -- helpers --------------------------------------------------------------
     @staticmethod
     def _monitor(args) -> bool:
-        from plansight.magic.extension import get_options
-
-        options = get_options()
+        options = _options()
         return not args.no_monitor and (options is None or options.monitor)
 
     def _run(self, args, sql: str):
         session = get_session()
+        for name in args.with_ or ():
+            if name.lower() not in {view.lower() for view in session._views()}:
+                raise UsageError(f"--with {name}: no query saved as {name!r} (save one with "
+                                 f"%%query --save {name})")
+        if args.save:
+            session.create_view(args.save, sql, catalog=namespace_tables(
+                sql, session.tables(), self.shell.user_ns, session._views()))
+            if args.no_execute:
+                return None
         catalog = namespace_tables(sql, session.tables(), self.shell.user_ns,
                                    session._views())
         overrides = {}
@@ -150,15 +184,25 @@ class PlansightMagics(Magics):
         if args.analyze:
             print(run.explain_analyze())
         result = run.result
-        value: Any = QueryResult(result, run.elapsed, profile)
-        if args.pandas:
+        if args.plot:
+            from plansight.magic.plot import plot_result
+
+            _display(plot_result(result, args.plot))
+        options = _options()
+        as_pandas = args.pandas or (not args.polars and options is not None and
+                                    options.autopandas)
+        as_polars = args.polars or (not as_pandas and options is not None and
+                                    options.autopolars)
+        value: Any = QueryResult(result, run.elapsed, profile,
+                                 display_limit=options.displaylimit if options else None)
+        if as_pandas:
             value = result.to_pandas()
-        elif args.polars:
+        elif as_polars:
             import polars as pl
 
             value = pl.from_arrow(result)
         if args.out:
-            self.shell.user_ns[args.out] = value if (args.pandas or args.polars) else result
+            self.shell.user_ns[args.out] = value if (as_pandas or as_polars) else result
         return value
 
     @staticmethod
@@ -202,17 +246,27 @@ def split_options(line: str) -> tuple[str, str]:
         ('-o x --partitions 2', "SELECT '-a' AS y")
         >>> split_options("--explain")
         ('--explain', '')
+        >>> split_options("--plot bar k total SELECT 1")
+        ('--plot bar k total', 'SELECT 1')
+        >>> split_options("--plot hist x select 1")
+        ('--plot hist x', 'select 1')
     """
-    position, expect_value = 0, False
+    position, expect_values, plot_words = 0, 0, 0
     for match in re.finditer(r"\S+", line):
         token = match.group()
-        if expect_value:
-            expect_value, position = False, match.end()
+        if expect_values:
+            expect_values, position = expect_values - 1, match.end()
             continue
+        if plot_words and not token.startswith("-") and token.upper() not in _SQL_STARTS:
+            plot_words, position = plot_words - 1, match.end()  # the optional Y column
+            continue
+        plot_words = 0
         if not token.startswith("-") or token in ("-", "--"):
             break
         name = token.split("=", 1)[0]
-        expect_value = name in _VALUE_OPTIONS and "=" not in token
+        expect_values = 1 if name in _VALUE_OPTIONS and "=" not in token else 0
+        if name == "--plot":
+            expect_values, plot_words = 2, 1  # KIND X, then maybe Y
         position = match.end()
     return line[:position].strip(), line[position:].strip()
 
@@ -257,6 +311,12 @@ def namespace_tables(sql: str, registered: list[str], user_ns: dict,
     """Notebook variables holding tables that the SQL (or a view it reads) names and the
     session does not know; every table variable for SHOW TABLES."""
     return find_tables(sql, registered, user_ns, views=views)
+
+
+def _options():
+    from plansight.magic.extension import get_options
+
+    return get_options()
 
 
 def _display(obj) -> None:

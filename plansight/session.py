@@ -277,21 +277,49 @@ class Session:
                                 "a query)")
             if is_session_statement(statement):
                 try:
-                    run_statement(self, statement, run_query)
+                    run_statement(self, statement, run_query, catalog)
                 except PlansightError as e:
                     raise add_caret(e, text)
                 continue
             query = statement
         return Query(self, text, query, visible_tables(), params, query_config())
 
+    def create_view(self, name: str, sql: str, catalog: dict[str, Any] | None = None) -> None:
+        """Save the query ``sql`` as the view ``name`` (CREATE OR REPLACE VIEW): later queries
+        read it by name and run it with the tables as they are then.
+
+        Example:
+            >>> import plansight as ps
+            >>> s = ps.Session(target_partitions=1)
+            >>> s.create_view("one", "SELECT 1 AS x")
+            >>> s.sql("SELECT x + 1 AS y FROM one").to_arrow().to_pylist()
+            [{'y': 2}]
+        """
+        self._check_name(name)
+        statements = [s for s in parse(sql) if not isinstance(s, exp.Set)]
+        if len(statements) != 1 or is_session_statement(statements[0]):
+            raise PlanError(f"a saved query must be one query (SELECT, WITH, VALUES), "
+                            f"got {len(statements)} statements" if len(statements) != 1 else
+                            "a saved query must be a query (SELECT, WITH, VALUES)")
+        view = View(name, statements[0], sql)
+        try:
+            self._check_view(view, catalog)
+        except PlansightError as e:
+            raise add_caret(e, sql)
+        existing = next((key for key in self._tables if key.lower() == name.lower()), None)
+        if existing is not None:
+            self.deregister(existing)
+        self._tables[name] = view
+
     def _views(self) -> dict[str, View]:
         return {name: v for name, v in self._tables.items() if isinstance(v, View)}
 
-    def _check_view(self, view: View) -> None:
+    def _check_view(self, view: View, catalog: dict[str, Any] | None = None) -> None:
         """Bind ``view``'s query now (a view naming a missing table fails at CREATE)."""
         from plansight.engine.sql.binder import Binder
 
-        tables = dict(self._tables)
+        tables = {**{name: source_from_object(obj, name=name)
+                     for name, obj in (catalog or {}).items()}, **self._tables}
         options = {"integer_division": self.config.integer_division,
                    "default_null_order": self.config.default_null_order}
         Binder(tables, options, {}).bind_query(view.query, None)

@@ -27,11 +27,12 @@ def is_session_statement(node: exp.Expression) -> bool:
     return isinstance(node, SESSION_STATEMENTS)
 
 
-def run_statement(session, node: exp.Expression, run_query: Callable[[exp.Expression], pa.Table]
-                  ) -> None:
-    """Apply ``node`` to ``session``; ``run_query`` runs a query node to an Arrow table."""
+def run_statement(session, node: exp.Expression, run_query: Callable[[exp.Expression], pa.Table],
+                  catalog: dict[str, Any] | None = None) -> None:
+    """Apply ``node`` to ``session``; ``run_query`` runs a query node to an Arrow table;
+    ``catalog`` holds the caller's tables (DataFrames) a view may name."""
     if isinstance(node, exp.Create):
-        _create(session, node, run_query)
+        _create(session, node, run_query, catalog)
     elif isinstance(node, exp.Drop):
         _drop(session, node)
     elif isinstance(node, exp.Insert):
@@ -52,7 +53,7 @@ def _existing(session, name: str) -> str | None:
     return next((key for key in session._tables if key.lower() == name.lower()), None)
 
 
-def _create(session, node: exp.Create, run_query) -> None:
+def _create(session, node: exp.Create, run_query, catalog) -> None:
     kind = str(node.args.get("kind") or "").upper()
     if kind not in ("TABLE", "VIEW"):
         raise NotSupportedError(f"CREATE {kind} is not supported; plansight creates tables "
@@ -71,7 +72,7 @@ def _create(session, node: exp.Create, run_query) -> None:
                             f" {existing!r} already exists: use CREATE OR REPLACE {kind}")
     if kind == "VIEW":
         view = View(name, query, query.sql(dialect="duckdb"))
-        session._check_view(view)  # binds now: a broken view fails where it is written
+        session._check_view(view, catalog)  # binds now: a broken view fails where it is written
         if existing is not None:
             session.deregister(existing)
         session._tables[name] = view

@@ -100,4 +100,4 @@ def test_referenced_operators_show_their_ids():
         references = re.findall(r"from \w+\[(\d+)\]", text)
         assert references, text
         for operator_id in references:
-            assert re.search(rf"^\s*\w+Exec\[{operator_id}\]: ", text, re.MULTILINE), text
+            assert re.search(rf"^\s*\w+Exec: .*, id={operator_id}$", text, re.MULTILINE), text

@@ -275,11 +275,10 @@ def referenced_ids(plan: ExecutionPlan | None) -> set[int]:
 
 
 def operator_label(op: ExecutionPlan, referenced: set[int] = frozenset()) -> str:
-    """``op``'s EXPLAIN line, its name followed by ``[id]`` when another line refers to it."""
+    """``op``'s EXPLAIN line, ending in ``id=N`` when another line refers to it by that id
+    (``HashJoinExec: ..., id=24`` for ``dynamic_filters=[k from HashJoin[24]]``)."""
     text = op.display()
-    if op.operator_id in referenced and text.startswith(op.name):
-        text = f"{op.name}[{op.operator_id}]{text[len(op.name):]}"
-    return text
+    return f"{text}, id={op.operator_id}" if op.operator_id in referenced else text
 
 
 def format_physical(plan: ExecutionPlan, metrics=None, indent: int = 0) -> str:

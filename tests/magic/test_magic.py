@@ -284,3 +284,85 @@ def test_jupysql_capture_stores_like_out(ip):
     assert ip.user_ns["out"].to_pylist() == [{"y": 7}]
     with pytest.raises(ps.NotSupportedError, match="1 << 2"):  # a shift, not a capture
         query(ip, "--no-monitor", "SELECT 1 << 2 AS z")
+
+
+def test_save_and_with_make_a_view(ip, capsys):
+    ip.user_ns["pdf"] = pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]})
+    query(ip, "--save sums --no-execute --no-monitor",
+          "SELECT k, sum(v) AS s FROM pdf GROUP BY k")
+    assert "sums" in get_session().tables()
+    result = query(ip, "--with sums --no-monitor", "SELECT * FROM sums ORDER BY k")
+    assert result.table.to_pylist() == [{"k": "a", "s": 4}, {"k": "b", "s": 2}]
+    saved = query(ip, "--save big --no-monitor", "SELECT k FROM sums WHERE s > 3")
+    assert saved.table.to_pylist() == [{"k": "a"}]  # --save also runs the query
+    result, shown = run_cell(ip, "%%query --with nothing --no-monitor\nSELECT 1", capsys)
+    assert result.error_in_exec is not None and "nothing" in shown
+    get_session().deregister("sums")
+    get_session().deregister("big")
+
+
+def test_file_option_reads_the_sql(ip, tmp_path, capsys):
+    path = tmp_path / "q.sql"
+    path.write_text("SELECT 6 * 7 AS answer")
+    # a cell magic needs a body (IPython's rule): %query --file is the way to write it
+    assert query(ip, f"--file {path} --no-monitor").table.to_pylist() == [{"answer": 42}]
+    assert query(ip, f"-f {path} --no-monitor").table.to_pylist() == [{"answer": 42}]
+    result, _ = run_cell(ip, f"%query --file {tmp_path}/missing.sql", capsys)
+    assert result.error_in_exec is not None
+
+
+def test_displaylimit_and_auto_dataframes(ip):
+    from plansight.magic.extension import get_options
+
+    ip.user_ns["arrow_t"] = pa.table({"x": list(range(100))})
+    ip.run_line_magic("config", "Query.displaylimit = 4")
+    text = repr(query(ip, "--no-monitor SELECT x FROM arrow_t"))
+    assert "showing" not in text and len(text.splitlines()) == 3 + 4 + 2
+    html = query(ip, "--no-monitor SELECT x FROM arrow_t")._repr_html_()
+    assert "showing first 2 and last 2" in html and html.count("<tr>") == 1 + 4 + 1
+    ip.run_line_magic("config", "Query.displaylimit = 0")
+    assert query(ip, "--no-monitor SELECT x FROM arrow_t")._repr_html_().count("<tr>") == 101
+    ip.run_line_magic("config", "Query.displaylimit = 20")
+    ip.run_line_magic("config", "Query.autopandas = True")
+    try:
+        assert isinstance(query(ip, "--no-monitor -o out SELECT 1 AS x"), pd.DataFrame)
+        assert isinstance(ip.user_ns["out"], pd.DataFrame)
+        assert isinstance(query(ip, "--polars --no-monitor SELECT 1 AS x"), pl.DataFrame)
+    finally:
+        get_options().autopandas = False
+    ip.run_line_magic("config", "Query.autopolars = True")
+    try:
+        assert isinstance(query(ip, "--no-monitor SELECT 1 AS x"), pl.DataFrame)
+    finally:
+        get_options().autopolars = False
+
+
+def test_plot_shows_a_matplotlib_figure(ip, monkeypatch, capsys):
+    from matplotlib.figure import Figure
+
+    from plansight.magic import magic
+
+    shown = []
+    monkeypatch.setattr(magic, "_display", shown.append)
+    ip.user_ns["arrow_t"] = pa.table({"k": ["a", "b", "c"], "v": [3, 1, 2]})
+    query(ip, "--plot bar k v --no-monitor", "SELECT k, v FROM arrow_t")
+    query(ip, "--no-monitor --plot hist v SELECT v FROM arrow_t")
+    query(ip, "--plot line v k --no-monitor", "SELECT v, k FROM arrow_t ORDER BY v")
+    assert len(shown) == 3 and all(isinstance(f, Figure) for f in shown)
+    bars = shown[0].axes[0].patches
+    assert [round(b.get_height()) for b in bars] == [3, 1, 2]
+    assert shown[1].axes[0].get_xlabel() == "v"
+    result, text = run_cell(ip, "%%query --plot pie k --no-monitor\nSELECT 1 AS k", capsys)
+    assert result.error_in_exec is not None and "bar|line" in text
+    result, text = run_cell(ip, "%%query --plot bar k nope --no-monitor\nSELECT 1 AS k", capsys)
+    assert result.error_in_exec is not None and "'nope'" in text
+
+
+def test_plot_imports_matplotlib_lazily():
+    import subprocess
+    import sys
+
+    code = ("import sys, plansight, plansight.magic.magic, plansight.magic.plot; "
+            "print('matplotlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
