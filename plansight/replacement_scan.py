@@ -22,7 +22,8 @@ def referenced_tables(sql: str | Iterable[exp.Expression]) -> set[str]:
     """Unqualified table names the SQL reads, CTE names excluded; empty if it does not parse.
 
     Example:
-        >>> sorted(referenced_tables("WITH c AS (SELECT * FROM a) SELECT * FROM c JOIN b USING (k)"))
+        >>> sql = "WITH c AS (SELECT * FROM a) SELECT * FROM c JOIN b USING (k)"
+        >>> sorted(referenced_tables(sql))
         ['a', 'b']
     """
     if isinstance(sql, str):

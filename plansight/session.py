@@ -279,7 +279,7 @@ class Session:
                 try:
                     run_statement(self, statement, run_query, catalog)
                 except PlansightError as e:
-                    raise add_caret(e, text)
+                    raise add_caret(e, text) from None
                 continue
             query = statement
         return Query(self, text, query, visible_tables(), params, query_config())
@@ -305,7 +305,7 @@ class Session:
         try:
             self._check_view(view, catalog)
         except PlansightError as e:
-            raise add_caret(e, sql)
+            raise add_caret(e, sql) from None
         existing = next((key for key in self._tables if key.lower() == name.lower()), None)
         if existing is not None:
             self.deregister(existing)

@@ -15,7 +15,9 @@ waits on the pool, so this cannot deadlock).
 
     partition 0 ─▶ [b b b]        ─▶ reader (at partition 0)
     partition 1 ─▶ [b b b b b b]  (waits when the pool says no)
-    partition 2 ─▶ [b b b b] The first error in any producer is re-raised in the consumer with its original
+    partition 2 ─▶ [b b b b]
+
+The first error in any producer is re-raised in the consumer with its original
 traceback, and stops the other producers; closing the consumer stops them too. No thread
 outlives the iterator.
 """

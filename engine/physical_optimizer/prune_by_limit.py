@@ -8,10 +8,11 @@
                                               are not read.
 
 The LIMIT keeps the first passing rows in source order (keep_source_order, as DuckDB), so
-partially matching row groups before that point are still read: the rows are DuckDB's. It applies only when the whole filter is a
-conjunction of ``column op literal`` comparisons on scan columns (anything else could reject
-rows of a "fully matching" row group), and only through operators that keep every row
-(projections). It runs before EnsureRequirements, so the scan's partition count is final.
+partially matching row groups before that point are still read: the rows are DuckDB's.
+It applies only when the whole filter is a conjunction of ``column op literal`` comparisons
+on scan columns (anything else could reject rows of a "fully matching" row group), and only
+through operators that keep every row (projections). It runs before EnsureRequirements, so
+the scan's partition count is final.
 """
 
 from __future__ import annotations
