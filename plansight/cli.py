@@ -26,6 +26,18 @@ DEMO = [
 ]
 
 
+NEXT_STEPS = """
+-- Try next
+  plansight --tpch 5 --analyze               a six-table join, with per-operator metrics
+  plansight "SELECT ... FROM lineitem"       your own SQL on the sample (tables: region, nation,
+                                             supplier, customer, part, partsupp, orders, lineitem)
+  plansight --explain -f query.sql           the plan of a query in a file, without running it
+  In Jupyter:  %load_ext plansight
+               %query CALL dbgen(sf = 0.01)
+               %%query --analyze             a live monitor while the query runs
+  Tutorials:   examples/01_tour.ipynb ... 05_topk_and_limit.ipynb"""
+
+
 def format_table(table: pa.Table, max_rows: int = 40) -> str:
     """A plain-text grid of ``table`` (head and tail when long). Only the rows shown are
     converted to Python, so a result of millions of rows prints as fast as a small one.
@@ -121,8 +133,13 @@ def main(argv: list[str] | None = None) -> int:
             elapsed = time.perf_counter() - started
             print(format_table(run.result))
             print(f"({elapsed * 1000:.1f} ms)")
-            if args.analyze:
+            if args.analyze or (args.demo and text is queries[-1][1]):
+                if args.demo:
+                    print("\n-- How it ran: the plan, each operator with its metrics "
+                          "(EXPLAIN ANALYZE)")
                 print(run.explain_analyze())
+        if args.demo:
+            print(NEXT_STEPS)
     except ps.PlansightError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -54,12 +54,13 @@ def is_tabular(obj: Any) -> bool:
 
 
 def find_tables(sql: str | Iterable[exp.Expression], registered: Iterable[str],
-                *namespaces: Mapping[str, Any], views: Mapping[str, Any] | None = None
-                ) -> dict[str, Any]:
+                *namespaces: Mapping[str, Any], views: Mapping[str, Any] | None = None,
+                listed: tuple[Mapping[str, Any], ...] | None = None) -> dict[str, Any]:
     """Variables holding tables that the SQL names and ``registered`` does not hold, from
     the first namespace that has them (an exact name, else a unique case-insensitive match).
     Tables named inside the ``views`` the SQL reads count too; ``SHOW TABLES`` takes every
-    table variable (the notebook's DataFrames are tables).
+    table variable of the ``listed`` namespaces (default: all; a notebook's DataFrames are
+    tables, a function's local variables need not be).
 
     Example:
         >>> import pyarrow as pa
@@ -76,7 +77,7 @@ def find_tables(sql: str | Iterable[exp.Expression], registered: Iterable[str],
     known = {name.lower() for name in registered}
     found: dict[str, Any] = {}
     if any(isinstance(s, exp.Show) and str(s.name).upper() == "TABLES" for s in statements):
-        for namespace in reversed(namespaces):  # the first namespace wins
+        for namespace in reversed(namespaces if listed is None else listed):  # first wins
             found.update({name: obj for name, obj in namespace.items()
                           if isinstance(name, str) and not name.startswith("_") and
                           name.lower() not in known and is_tabular(obj)})

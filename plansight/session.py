@@ -242,8 +242,10 @@ class Session:
         statements = parse(text)
         catalog = dict(catalog or {})
         frame = sys._getframe(_caller_depth)
+        # SHOW TABLES lists the caller's module (a notebook's) variables, not a function's
         catalog.update(find_tables(statements, [*self._tables, *catalog], frame.f_locals,
-                                   frame.f_globals, views=self._views()))
+                                   frame.f_globals, views=self._views(),
+                                   listed=(frame.f_globals,)))
         del frame
         params = params or {}
 

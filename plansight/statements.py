@@ -7,10 +7,12 @@
     DROP TABLE|VIEW [IF EXISTS] name
     INSERT INTO t [(columns)] query           rows appended to an in-memory table
     COPY (query) | t TO 'file' [(FORMAT PARQUET|CSV, HEADER, DELIMITER ',')]
+    CALL dbgen(sf = 0.01)                     the TPC-H tables at that scale, as in DuckDB
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,10 +23,16 @@ from plansight.engine.catalog import MemorySource, View
 from plansight.errors import NotSupportedError, PlanError
 
 SESSION_STATEMENTS = (exp.Create, exp.Drop, exp.Insert, exp.Copy)
+_DBGEN = re.compile(r"^\s*dbgen\s*\(\s*(?:sf\s*(?::=|=)\s*)?([0-9]*\.?[0-9]+)\s*\)\s*;?\s*$",
+                    re.IGNORECASE)
 
 
 def is_session_statement(node: exp.Expression) -> bool:
-    return isinstance(node, SESSION_STATEMENTS)
+    return isinstance(node, SESSION_STATEMENTS) or _is_call(node)
+
+
+def _is_call(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Command) and str(node.this).upper() == "CALL"
 
 
 def run_statement(session, node: exp.Expression, run_query: Callable[[exp.Expression], pa.Table],
@@ -39,6 +47,8 @@ def run_statement(session, node: exp.Expression, run_query: Callable[[exp.Expres
         _insert(session, node, run_query)
     elif isinstance(node, exp.Copy):
         _copy(node, run_query)
+    elif _is_call(node):
+        _call(session, node)
 
 
 def _target_name(node: exp.Expression) -> str:
@@ -135,6 +145,19 @@ def _insert(session, node: exp.Insert, run_query) -> None:
                             f"({field.type}) of {existing!r}: {e}") from None
     appended = pa.table(arrays, schema=target.schema)
     session._tables[existing] = MemorySource(pa.concat_tables([target, appended]))
+
+
+def _call(session, node: exp.Command) -> None:
+    """``CALL dbgen(sf = N)``: DuckDB's way to make the TPC-H tables, here the built-in
+    generator (plansight.datasets), registered in the session."""
+    from plansight.datasets import load_sample
+
+    text = node.expression.name if node.expression is not None else ""
+    match = _DBGEN.match(text)
+    if match is None:
+        raise NotSupportedError(f"CALL {text} is not supported; CALL dbgen(sf = 0.01) makes "
+                                "the TPC-H tables")
+    load_sample(session, "tpch", float(match.group(1)))
 
 
 def _copy(node: exp.Copy, run_query) -> None:

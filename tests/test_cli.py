@@ -23,3 +23,10 @@ def test_long_results_print_head_and_tail():
     text = format_table(pa.table({"x": list(range(1_000_000))}))
     lines = text.splitlines()
     assert len(lines) < 50 and "| 999999 |" in text and lines[-1] == "1000000 rows"
+
+
+def test_demo_ends_with_a_plan_with_metrics_and_what_to_try_next(capsys):
+    assert main(["--demo", "--scale", "0.001"]) == 0
+    out = capsys.readouterr().out
+    assert "metrics=[output_rows=" in out and "Try next" in out
+    assert out.index("metrics=[") < out.index("Try next")

@@ -155,11 +155,22 @@ def test_statement_errors_are_plan_errors():
     assert session.sql("SELECT * FROM t").to_arrow().to_pylist() == [{"x": 1}]
 
 
-def test_show_tables_lists_the_callers_dataframes():
-    import pandas as pd
+MODULE_FRAME = pa.table({"a": [1]})  # a module-level table, as a notebook's variables are
 
-    frame = pd.DataFrame({"a": [1]})  # noqa: F841 -- listed by SHOW TABLES
+
+def test_show_tables_lists_the_callers_module_tables_not_its_locals():
+    local_frame = pa.table({"b": [2]})  # noqa: F841 -- a function's temporary: not listed
     session = ps.Session(target_partitions=1)
     session.sql("CREATE TABLE made AS SELECT 1 AS x")
     names = session.sql("SHOW TABLES").to_arrow().column("name").to_pylist()
-    assert "frame" in names and "made" in names
+    assert "MODULE_FRAME" in names and "made" in names and "local_frame" not in names
+
+
+def test_call_dbgen_loads_tpch_like_duckdb(capsys):
+    session = ps.Session(target_partitions=2)
+    assert session.sql("CALL dbgen(sf = 0.001)").to_arrow().num_rows == 0
+    assert {"lineitem", "orders", "region"} <= set(session.tables())
+    assert session.sql("SELECT count(*) FROM region").to_arrow().column(0)[0].as_py() == 5
+    assert "Falling back" not in capsys.readouterr().err  # sqlglot's warning stays quiet
+    with pytest.raises(ps.NotSupportedError, match="CALL dbgen"):
+        session.sql("CALL pragma_version()")

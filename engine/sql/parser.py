@@ -10,6 +10,8 @@ keeps EXPLAIN as an opaque Command string).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 from typing import ClassVar
 
@@ -69,7 +71,8 @@ def parse(sql: str) -> list[exp.Expression]:
     if not sql or not sql.strip():
         raise SqlSyntaxError("empty query: nothing to run", sql)
     try:
-        statements = [s for s in sqlglot.parse(sql, dialect=_Dialect) if s is not None]
+        with _quiet_fallback():
+            statements = [s for s in sqlglot.parse(sql, dialect=_Dialect) if s is not None]
     except ParseError as e:
         info = e.errors[0] if e.errors else {}
         message = user_words(info.get("description") or str(e).split("\n")[0],
@@ -86,6 +89,27 @@ def parse(sql: str) -> list[exp.Expression]:
             if start is not None and end is not None:
                 node.meta["written"] = sql[start:end + 1]
     return statements
+
+
+class _FallbackFilter(logging.Filter):
+    """Drops sqlglot's 'Falling back to parsing as a Command' warning: the binder reports
+    such statements (or runs them: CALL dbgen) in its own words."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
+
+
+_FALLBACK_FILTER = _FallbackFilter()
+
+
+@contextlib.contextmanager
+def _quiet_fallback():
+    logger = logging.getLogger("sqlglot")
+    logger.addFilter(_FALLBACK_FILTER)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_FALLBACK_FILTER)
 
 
 _MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")

@@ -367,3 +367,12 @@ def test_plot_imports_matplotlib_lazily():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=False)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_show_tables_lists_notebook_dataframes(ip):
+    ip.user_ns["pdf"] = pd.DataFrame({"k": ["a"]})
+    ip.user_ns["arrow_t"] = pa.table({"x": [1]})
+    get_session().register("registered", pa.table({"y": [2]}))
+    names = query(ip, "--no-monitor SHOW TABLES").table.column("name").to_pylist()
+    assert {"pdf", "arrow_t", "registered"} <= set(names)
+    get_session().deregister("registered")
