@@ -7,7 +7,9 @@ files, row groups) and reads one unit with a projection pushed into the reader.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -115,7 +117,9 @@ class MemorySource(TableSource):
         return f"memory rows={self.table.num_rows}"
 
 
-def _expand(path: str | os.PathLike, suffixes: tuple[str, ...]) -> list[str]:
+def _expand(path: str | os.PathLike | list, suffixes: tuple[str, ...]) -> list[str]:
+    if isinstance(path, (list, tuple)):  # several files, folders or globs, in order
+        return [f for p in path for f in _expand(p, suffixes)]
     path = str(path)
     if os.path.isdir(path):
         files = sorted(p for p in glob.glob(os.path.join(path, "**", "*"), recursive=True)
@@ -281,6 +285,11 @@ def _all_match(predicate: tuple[str, str, Any], stats) -> bool:
 
 
 class CsvSource(TableSource):
+    """CSV files. Options (DuckDB's read_csv meanings): ``header`` (default true),
+    ``delimiter``/``sep``, ``quote``, ``escape``, ``skip`` (lines before the header),
+    ``nullstr`` (the text read as NULL instead of the empty field), ``columns`` (name -> Arrow type:
+    the files' column names and types, in order), ``all_varchar``."""
+
     kind = "csv"
 
     def __init__(self, path, **options):
@@ -289,18 +298,69 @@ class CsvSource(TableSource):
         self.files = _expand(path, (".csv", ".tsv", ".txt", ".csv.gz"))
         self.options = options
         delimiter = options.get("delimiter", options.get("sep", ","))
-        self._parse = pacsv.ParseOptions(delimiter=delimiter)
+        quote, escape = options.get("quote", '"'), options.get("escape")
+        self._parse = pacsv.ParseOptions(delimiter=delimiter, quote_char=quote or False,
+                                         escape_char=escape or False)
         header = options.get("header", True)
-        self._read = pacsv.ReadOptions(autogenerate_column_names=not header,
-                                       block_size=1 << 22)
+        columns: dict[str, pa.DataType] | None = options.get("columns")
+        self._read = pacsv.ReadOptions(
+            autogenerate_column_names=not header and not columns,
+            column_names=list(columns) if columns else None,
+            skip_rows=int(options.get("skip", 0)) + (1 if header and columns else 0),
+            block_size=1 << 22)
+        # DuckDB: an empty field is NULL; with nullstr, that text is NULL in every column and
+        # an empty field is NULL only where it cannot be a value (not in text columns)
+        nullstr = options.get("nullstr")
+        self._nullstr = None if nullstr is None else \
+            ([nullstr] if isinstance(nullstr, str) else list(nullstr))
+        self._null_values = [""] + (self._nullstr or [])
         try:
-            reader = pacsv.open_csv(self.files[0], read_options=self._read,
-                                    parse_options=self._parse)
-            self.schema = normalize_schema(reader.schema)
-            reader.close()
+            if not header and not columns:  # DuckDB's names: column0, column1, ...
+                names = self._read_schema(pacsv).names
+                width = len(str(len(names) - 1))
+                self._read = pacsv.ReadOptions(
+                    column_names=[f"column{i:0{width}d}" for i in range(len(names))],
+                    skip_rows=int(options.get("skip", 0)), block_size=1 << 22)
+            if columns:
+                schema = pa.schema(list(columns.items()))
+            else:
+                schema = self._read_schema(pacsv)
+            if options.get("all_varchar"):
+                schema = pa.schema([pa.field(f.name, pa.string()) for f in schema])
+            self.schema = normalize_schema(schema)
         except (pa.ArrowInvalid, OSError) as e:
             raise PlanError(f"cannot read CSV file {self.files[0]!r}: {e}") from e
         self._convert_types = dict(zip(self.schema.names, self.schema.types))
+
+    def _read_schema(self, pacsv) -> pa.Schema:
+        # types as DuckDB's sniffer sees them: with nullstr, an empty field is a text value
+        reader = pacsv.open_csv(self.files[0], read_options=self._read, parse_options=self._parse,
+                                convert_options=pacsv.ConvertOptions(
+                                    null_values=self._nullstr or [""], strings_can_be_null=True))
+        schema = reader.schema
+        reader.close()
+        return schema
+
+    def _convert_options(self, columns: list[str]):
+        import pyarrow.csv as pacsv
+
+        # without nullstr, an empty field is NULL for every type, strings too, as in DuckDB
+        # (Arrow's default reads it as '' for strings)
+        return pacsv.ConvertOptions(
+            include_columns=columns, column_types=self._convert_types,
+            null_values=self._null_values, strings_can_be_null=self._nullstr is None)
+
+    def _null_text(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Text columns read with empty fields kept: the nullstr values become NULL."""
+        import pyarrow.compute as pc
+
+        columns = []
+        for column in batch.columns:
+            if pa.types.is_string(column.type):
+                is_null = pc.is_in(column, value_set=pa.array(self._nullstr, pa.string()))
+                column = pc.if_else(is_null, pa.scalar(None, column.type), column)
+            columns.append(column)
+        return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
     def units(self, partitions: int = 1) -> list[ScanUnit]:
         return [ScanUnit(path=f, rows=os.path.getsize(f) // 64) for f in self.files]
@@ -311,15 +371,13 @@ class CsvSource(TableSource):
     def read(self, unit, columns, batch_size):
         import pyarrow.csv as pacsv
 
-        # an empty field is NULL for every type, strings too, as in DuckDB (Arrow's default
-        # reads it as '' for strings)
-        convert = pacsv.ConvertOptions(include_columns=columns,
-                                       column_types=self._convert_types,
-                                       strings_can_be_null=True)
+        convert = self._convert_options(columns)
         try:
             reader = pacsv.open_csv(unit.path, read_options=self._read,
                                     parse_options=self._parse, convert_options=convert)
             for batch in reader:
+                if self._nullstr is not None:
+                    batch = self._null_text(batch)
                 for offset in range(0, batch.num_rows, batch_size):
                     yield batch.slice(offset, batch_size)
         except (pa.ArrowInvalid, OSError) as e:
@@ -363,13 +421,120 @@ class IpcSource(TableSource):
             raise PlanError(f"cannot read Arrow IPC file {unit.path!r}: {e}") from e
 
 
-def source_from_object(obj: Any, sorted_by=None) -> TableSource:
+class DataFrameSource(MemorySource):
+    """A pandas DataFrame, converted to Arrow a column at a time as queries use its columns.
+
+    Any frame a user holds is queryable: an ``object`` column whose values have several
+    types (``["x", 1, None, 2.5]``) reads as VARCHAR holding ``str()`` of each value, as in
+    DuckDB, and a column that cannot be converted fails only the queries that read it, with
+    a PlanError naming it. Each column's type is known from its dtype, or for ``object``
+    columns from pandas' own type inference (one pass in C, no conversion).
+    """
+
+    kind = "pandas"
+
+    def __init__(self, frame: Any, name: str = ""):
+        import pandas as pd
+
+        self.frame, self.name, self.ordering = frame, name, ()
+        self._names = [str(c) for c in frame.columns]
+        if len(set(self._names)) != len(self._names):
+            raise PlanError("the DataFrame has duplicate column names: "
+                            f"{sorted({c for c in self._names if self._names.count(c) > 1})}")
+        self._mixed: set[str] = set()
+        self._columns: dict[str, pa.ChunkedArray] = {}
+        self._lock = threading.Lock()
+        fields = []
+        for position, column in enumerate(self._names):
+            series = frame.iloc[:, position]
+            if series.dtype == object:
+                kind = pd.api.types.infer_dtype(series, skipna=True)
+                if kind.startswith("mixed") and kind != "mixed-integer-float" or kind == "empty":
+                    self._mixed.add(column)
+                    type_ = pa.string()
+                else:
+                    type_ = pa.infer_type(series.head(1000), from_pandas=True)
+            else:
+                type_ = pa.Schema.from_pandas(frame.iloc[:0, [position]],
+                                              preserve_index=False).types[0]
+            fields.append(pa.field(column, normalize_type(type_)))
+        self.schema = pa.schema(fields)
+
+    @property
+    def table(self) -> pa.Table:
+        """The whole frame as Arrow (every column converted)."""
+        return self._table(self._names)
+
+    def num_rows(self) -> int:
+        return len(self.frame)
+
+    def _column(self, name: str) -> pa.ChunkedArray:
+        with self._lock:  # partitions read concurrently: convert each column once
+            return self._convert(name)
+
+    def _convert(self, name: str) -> pa.ChunkedArray:
+        if name not in self._columns:
+            series = self.frame.iloc[:, self._names.index(name)]
+            target = self.schema.field(name).type
+            try:
+                if name in self._mixed:
+                    array = pa.array(series.astype(str).to_numpy(dtype=object),
+                                     type=pa.string(),
+                                     mask=series.isna().to_numpy(dtype=bool))
+                elif series.dtype == object:
+                    array = pa.array(series, type=target, from_pandas=True)
+                else:
+                    array = pa.Table.from_pandas(series.to_frame(), preserve_index=False
+                                                 ).column(0)
+                column = pa.chunked_array([array]) if isinstance(array, pa.Array) else array
+                self._columns[name] = column.cast(target) if column.type != target else column
+            except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+                where = f" of DataFrame {self.name!r}" if self.name else ""
+                raise PlanError(f"cannot read column {name!r}{where} as {target}: {e}") from e
+        return self._columns[name]
+
+    def _table(self, columns: list[str]) -> pa.Table:
+        return pa.table([self._column(c) for c in columns],
+                        schema=pa.schema([self.schema.field(c) for c in columns]))
+
+    def units(self, partitions: int = 1) -> list[ScanUnit]:
+        n = len(self.frame)
+        count = max(1, min(n, max(partitions, -(-n // (1 << 20)))))
+        bounds = [n * i // count for i in range(count + 1)]
+        return [ScanUnit(offset=lo, rows=hi - lo) for lo, hi in itertools.pairwise(bounds)
+                if hi > lo]
+
+    def read(self, unit, columns, batch_size):
+        piece = self._table(columns).slice(unit.offset, unit.rows)
+        for batch in piece.to_batches(max_chunksize=batch_size):
+            if batch.num_rows:
+                yield batch
+
+    def describe(self) -> str:
+        return f"pandas rows={len(self.frame)}"
+
+
+class View:
+    """A named query (``CREATE VIEW``, a magic's ``--save``): bound again each time a query
+    reads it, so it sees the tables as they are then."""
+
+    def __init__(self, name: str, query: Any, sql: str):
+        self.name, self.query, self.sql = name, query, sql  # query: the parsed sqlglot node
+
+    def __repr__(self) -> str:
+        return f"View({self.name!r}: {self.sql})"
+
+
+def source_from_object(obj: Any, sorted_by=None, name: str = "") -> TableSource:
     """A MemorySource from an Arrow table/batch/reader, pandas or polars DataFrame;
     ``sorted_by`` declares how its rows are sorted (source_ordering.py)."""
-    if isinstance(obj, TableSource):
+    if isinstance(obj, (TableSource, View)):
         if sorted_by is not None:
             raise PlanError("sorted_by applies to data, not to an existing table source")
         return obj
+    if sorted_by is None and type(obj).__module__.split(".")[0] == "pandas" and \
+            type(obj).__name__ == "DataFrame":
+        return DataFrameSource(obj, name)
     return MemorySource(_arrow_table(obj), sorted_by)
 
 
@@ -382,7 +547,7 @@ def _arrow_table(obj: Any) -> pa.Table:
         return obj.read_all()
     module = type(obj).__module__.split(".")[0]
     if module == "pandas":
-        return normalize_table(pa.Table.from_pandas(obj, preserve_index=False))
+        return DataFrameSource(obj).table
     if module == "polars":
         return normalize_table(obj.to_arrow())
     if hasattr(obj, "__arrow_c_stream__"):
@@ -422,10 +587,12 @@ def normalize_table(table: pa.Table) -> pa.Table:
 
 __all__ = [
     "CsvSource",
+    "DataFrameSource",
     "IpcSource",
     "MemorySource",
     "ParquetSource",
     "ScanUnit",
     "TableSource",
+    "View",
     "source_from_object",
 ]

@@ -16,7 +16,6 @@ import re
 import sys
 from typing import Any
 
-import pyarrow as pa
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -25,9 +24,18 @@ from sqlglot import exp
 from plansight.errors import Cancelled, InternalError, PlansightError
 from plansight.magic.extension import get_session
 from plansight.magic.result import QueryResult
+from plansight.replacement_scan import (  # noqa: F401 -- part of the magic's API
+    find_tables,
+    is_tabular,
+    referenced_tables,
+)
 
 # Options that consume the next token; used to find where the SQL of a line magic starts.
-_VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size", "--trace"}
+_VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size", "--trace",
+                  "--save", "--with", "--file", "-f"}
+# first words of SQL: after --plot KIND X, a word that is not one of these is the Y column
+_SQL_STARTS = {"SELECT", "WITH", "FROM", "VALUES", "SHOW", "EXPLAIN", "DESCRIBE", "CREATE",
+               "DROP", "INSERT", "COPY", "SET", "TABLE", "SUMMARIZE", "PIVOT"}
 
 _RED, _RESET = "\x1b[31m", "\x1b[0m"
 
@@ -39,7 +47,8 @@ class PlansightMagics(Magics):
     @no_var_expand
     @magic_arguments()
     @argument("-o", "--out", metavar="NAME",
-              help="store the result in the notebook variable NAME (an Arrow table unless "
+              help="store the result in the notebook variable NAME (jupysql's NAME << SELECT "
+                   "... does the same; an Arrow table unless "
                    "--pandas or --polars)")
     @argument("--pandas", action="store_true",
               help="return (and store) the result as a pandas DataFrame")
@@ -63,6 +72,17 @@ class PlansightMagics(Magics):
     @argument("--trace", metavar="FILE",
               help="write the run as Chrome trace-event JSON to FILE (open it in "
                    "https://ui.perfetto.dev); implies --profile")
+    @argument("--save", metavar="NAME",
+              help="save the cell's query as NAME (a view: later queries read it by name)")
+    @argument("--no-execute", action="store_true",
+              help="with --save: save the query without running it")
+    @argument("--with", metavar="NAME", action="append", dest="with_",
+              help="use the query saved as NAME (saved queries are views, so naming it in "
+                   "the SQL is enough; --with checks it exists)")
+    @argument("-f", "--file", metavar="PATH", help="run the SQL in the file PATH")
+    @argument("--plot", nargs="+", metavar="ARG",
+              help="chart the result: --plot bar|line|scatter X Y, or --plot hist X "
+                   "(matplotlib)")
     @line_cell_magic
     def query(self, line: str, cell: str | None = None):
         """Run SQL on plansight's engine; notebook DataFrames and Arrow tables are tables.
@@ -71,41 +91,62 @@ class PlansightMagics(Magics):
         the cell (cell magic). Returns the result, or None after an error or ``--explain``.
         ``:name`` in the SQL binds the notebook variable ``name`` as a typed value. To stop
         a running query, click the monitor's Cancel button (JupyterLab >= 4.4) or
-        interrupt the kernel; the next cell works either way.
+        interrupt the kernel; the next cell works either way. A failing query fails the
+        cell (Run All stops there) with a short message.
+
+        ``%config Query.displaylimit = N`` sets the rows a result shows (0: all),
+        ``Query.autopandas`` / ``Query.autopolars`` return DataFrames by default.
         """
         options_text, sql = split_options(line)
         if cell is not None:
             sql = f"{sql}\n{cell}" if sql.strip() else cell
-        try:
-            args = parse_argstring(self.query, options_text)
-        except UsageError as error:  # a bad option: show it like any user error
-            _print_error(str(error))
-            return None
+        args = parse_argstring(self.query, options_text)  # a bad option: IPython's UsageError
+        if args.file:
+            if sql.strip():
+                raise UsageError("--file and SQL in the cell: give one of them")
+            try:
+                with open(args.file) as handle:
+                    sql = handle.read()
+            except OSError as error:
+                raise UsageError(f"cannot read {args.file}: {error.strerror}") from None
+        capture, sql = split_capture(sql)
+        if capture is not None:
+            if args.out not in (None, capture):
+                raise UsageError(f"both -o {args.out} and {capture} << name the result: "
+                                 "use one of them")
+            args.out = capture
         if not sql.strip():
-            _print_error("no SQL given: write it after the options or in the cell body")
-            return None
+            raise UsageError("no SQL given: write it after the options or in the cell body")
         try:
             return self._run(args, sql)
-        except InternalError:
-            raise  # a bug: keep the traceback
-        except Cancelled:
-            print("query cancelled", file=sys.stderr)
-            return None
         except PlansightError as error:
-            _print_error(str(error))
-            return None
+            # a failed cell fails: Run All, nbclient and nbval stop here, and -o never
+            # leaves the previous cell's result behind under the new cell's name
+            if args.out:
+                self.shell.user_ns.pop(args.out, None)
+            if isinstance(error, InternalError):
+                raise  # a bug: keep the traceback
+            raise short_error(error) from None
 
     # -- helpers --------------------------------------------------------------
     @staticmethod
     def _monitor(args) -> bool:
-        from plansight.magic.extension import get_options
-
-        options = get_options()
+        options = _options()
         return not args.no_monitor and (options is None or options.monitor)
 
     def _run(self, args, sql: str):
         session = get_session()
-        catalog = namespace_tables(sql, session.tables(), self.shell.user_ns)
+        for name in args.with_ or ():
+            if name.lower() not in {view.lower() for view in session._views()}:
+                raise UsageError(f"--with {name}: no query saved as {name!r} (save one with "
+                                 f"%%query --save {name})")
+        if args.save:
+            session.create_view(args.save, sql, catalog=namespace_tables(
+                sql, session.tables(), self.shell.user_ns, session._views()))
+            if args.no_execute:
+                return None
+        catalog = namespace_tables(sql, session.tables(), self.shell.user_ns,
+                                   session._views())
         overrides = {}
         if args.partitions is not None:
             overrides["target_partitions"] = args.partitions
@@ -143,15 +184,25 @@ class PlansightMagics(Magics):
         if args.analyze:
             print(run.explain_analyze())
         result = run.result
-        value: Any = QueryResult(result, run.elapsed, profile)
-        if args.pandas:
+        if args.plot:
+            from plansight.magic.plot import plot_result
+
+            _display(plot_result(result, args.plot))
+        options = _options()
+        as_pandas = args.pandas or (not args.polars and options is not None and
+                                    options.autopandas)
+        as_polars = args.polars or (not as_pandas and options is not None and
+                                    options.autopolars)
+        value: Any = QueryResult(result, run.elapsed, profile,
+                                 display_limit=options.displaylimit if options else None)
+        if as_pandas:
             value = result.to_pandas()
-        elif args.polars:
+        elif as_polars:
             import polars as pl
 
             value = pl.from_arrow(result)
         if args.out:
-            self.shell.user_ns[args.out] = value if (args.pandas or args.polars) else result
+            self.shell.user_ns[args.out] = value if (as_pandas or as_polars) else result
         return value
 
     @staticmethod
@@ -167,6 +218,26 @@ class PlansightMagics(Magics):
             raise Cancelled("query cancelled") from None
 
 
+_CAPTURE = re.compile(r"^\s*([A-Za-z_]\w*)\s*<<(?!=)\s*")
+
+
+def split_capture(sql: str) -> tuple[str | None, str]:
+    """jupysql's ``name << SELECT ...``: (the variable to store the result in, the SQL).
+
+    Stored like ``-o name``; ``<<`` between SQL values is the bit shift, never a capture.
+
+    Example:
+        >>> split_capture("res << SELECT 1")
+        ('res', 'SELECT 1')
+        >>> split_capture("SELECT 1 << 2")
+        (None, 'SELECT 1 << 2')
+    """
+    match = _CAPTURE.match(sql)
+    if match is None or match.group(1).upper() in ("SELECT", "WITH", "FROM", "VALUES"):
+        return None, sql
+    return match.group(1), sql[match.end():]
+
+
 def split_options(line: str) -> tuple[str, str]:
     """Split a magic line into its leading options and the SQL after them.
 
@@ -175,42 +246,29 @@ def split_options(line: str) -> tuple[str, str]:
         ('-o x --partitions 2', "SELECT '-a' AS y")
         >>> split_options("--explain")
         ('--explain', '')
+        >>> split_options("--plot bar k total SELECT 1")
+        ('--plot bar k total', 'SELECT 1')
+        >>> split_options("--plot hist x select 1")
+        ('--plot hist x', 'select 1')
     """
-    position, expect_value = 0, False
+    position, expect_values, plot_words = 0, 0, 0
     for match in re.finditer(r"\S+", line):
         token = match.group()
-        if expect_value:
-            expect_value, position = False, match.end()
+        if expect_values:
+            expect_values, position = expect_values - 1, match.end()
             continue
+        if plot_words and not token.startswith("-") and token.upper() not in _SQL_STARTS:
+            plot_words, position = plot_words - 1, match.end()  # the optional Y column
+            continue
+        plot_words = 0
         if not token.startswith("-") or token in ("-", "--"):
             break
         name = token.split("=", 1)[0]
-        expect_value = name in _VALUE_OPTIONS and "=" not in token
+        expect_values = 1 if name in _VALUE_OPTIONS and "=" not in token else 0
+        if name == "--plot":
+            expect_values, plot_words = 2, 1  # KIND X, then maybe Y
         position = match.end()
     return line[:position].strip(), line[position:].strip()
-
-
-def referenced_tables(sql: str) -> set[str]:
-    """Unqualified table names the SQL reads, CTE names excluded; empty if it does not parse.
-
-    Example:
-        >>> sql = "WITH c AS (SELECT * FROM a) SELECT * FROM c JOIN b USING (k)"
-        >>> sorted(referenced_tables(sql))
-        ['a', 'b']
-    """
-    statements = _parse_or_none(sql)
-    if statements is None:
-        return set()  # the engine's parser reports the error with a caret
-    names: set[str] = set()
-    ctes: set[str] = set()
-    for statement in statements:
-        if statement is None:
-            continue
-        ctes.update(cte.alias_or_name for cte in statement.find_all(exp.CTE))
-        for table in statement.find_all(exp.Table):
-            if table.name and not table.args.get("db") and isinstance(table.this, exp.Identifier):
-                names.add(table.name)
-    return names - ctes
 
 
 def namespace_parameters(sql: str, user_ns: dict) -> dict[str, Any]:
@@ -248,29 +306,17 @@ def _parse_or_none(sql: str) -> list[exp.Expression] | None:
         return None
 
 
-def namespace_tables(sql: str, registered: list[str], user_ns: dict) -> dict[str, Any]:
-    """Notebook variables holding tables that the SQL names and the session does not know."""
-    known = {name.lower() for name in registered}
-    found: dict[str, Any] = {}
-    for name in referenced_tables(sql):
-        if name.lower() in known:
-            continue
-        obj = user_ns.get(name)
-        if not is_tabular(obj):
-            matches = [key for key in user_ns if key.lower() == name.lower()
-                       and is_tabular(user_ns[key])]
-            obj = user_ns[matches[0]] if len(matches) == 1 else None
-        if obj is not None:
-            found[name] = obj
-    return found
+def namespace_tables(sql: str, registered: list[str], user_ns: dict,
+                     views: dict | None = None) -> dict[str, Any]:
+    """Notebook variables holding tables that the SQL (or a view it reads) names and the
+    session does not know; every table variable for SHOW TABLES."""
+    return find_tables(sql, registered, user_ns, views=views)
 
 
-def is_tabular(obj: Any) -> bool:
-    """An Arrow table/batch/reader or a pandas/polars DataFrame (without importing either)."""
-    if isinstance(obj, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
-        return True
-    module = type(obj).__module__.split(".")[0]
-    return module in ("pandas", "polars") and type(obj).__name__ == "DataFrame"
+def _options():
+    from plansight.magic.extension import get_options
+
+    return get_options()
 
 
 def _display(obj) -> None:
@@ -282,3 +328,20 @@ def _display(obj) -> None:
 
 def _print_error(message: str) -> None:
     print(f"{_RED}{message}{_RESET}", file=sys.stderr)
+
+
+def short_error(error: PlansightError) -> PlansightError:
+    """``error``, shown by IPython as its class and message only (caret snippet included),
+    without a Python traceback, as jupysql shows its errors; still raised, so the cell fails.
+
+    IPython renders an exception that has ``_render_traceback_`` with the lines it returns.
+
+    Example:
+        >>> from plansight.errors import PlanError
+        >>> lines = short_error(PlanError("no table 'x'"))._render_traceback_()
+        >>> "PlanError: no table 'x'" in lines[0] and "Traceback" not in lines[0]
+        True
+    """
+    text = f"{type(error).__name__}: {error}"
+    error._render_traceback_ = lambda: [f"{_RED}{text}{_RESET}"]
+    return error

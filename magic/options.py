@@ -46,6 +46,11 @@ class Query(Configurable):
 
     locals().update({name: _trait(name) for name in ENGINE_OPTIONS})
     monitor = Bool(True, config=True, help="Show the live plan monitor while a query runs")
+    displaylimit = Int(20, allow_none=True, config=True,
+                       help="Rows a result shows, half from the start and half from the end "
+                            "(0 or None: all rows)")
+    autopandas = Bool(False, config=True, help="Return results as pandas DataFrames")
+    autopolars = Bool(False, config=True, help="Return results as polars DataFrames")
 
     @validate(*ENGINE_OPTIONS)
     def _check(self, proposal):

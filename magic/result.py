@@ -35,10 +35,14 @@ class QueryResult:
     ``.profile`` is the run's ``plansight.profiling.Profile`` after ``%%query --profile``.
     """
 
-    def __init__(self, table: pa.Table, elapsed: float | None = None, profile=None):
+    def __init__(self, table: pa.Table, elapsed: float | None = None, profile=None,
+                 display_limit: int | None = HEAD + TAIL):
         self.table = table
         self.elapsed = elapsed
         self.profile = profile
+        # rows shown: the first half and the last half of the limit; 0 or None: all
+        limit = display_limit or table.num_rows
+        self._head, self._tail = limit - limit // 2, limit // 2
 
     # -- access ---------------------------------------------------------------
     @property
@@ -79,15 +83,16 @@ class QueryResult:
     def _visible_rows(self) -> tuple[list[list[str]], list[list[str]]]:
         """Head and tail rows as strings; the tail is empty when everything fits."""
         n = self.table.num_rows
-        if n <= HEAD + TAIL:
+        if n <= self._head + self._tail:
             return _rows_as_text(self.table), []
-        return _rows_as_text(self.table.slice(0, HEAD)), _rows_as_text(self.table.slice(n - TAIL))
+        tail = self.table.slice(n - self._tail) if self._tail else self.table.slice(0, 0)
+        return _rows_as_text(self.table.slice(0, self._head)), _rows_as_text(tail)
 
     def _summary(self) -> str:
         n = self.table.num_rows
         text = f"{n:,} row{'s' if n != 1 else ''}"
-        if n > HEAD + TAIL:
-            text += f" (showing first {HEAD} and last {TAIL})"
+        if n > self._head + self._tail:
+            text += f" (showing first {self._head} and last {self._tail})"
         if self.elapsed is not None:
             text += f" in {self.elapsed * 1000:.1f} ms"
         return text

@@ -26,12 +26,33 @@ DEMO = [
 ]
 
 
+NEXT_STEPS = """
+-- Try next
+  plansight --tpch 5 --analyze               a six-table join, with per-operator metrics
+  plansight "SELECT ... FROM lineitem"       your own SQL on the sample (tables: region, nation,
+                                             supplier, customer, part, partsupp, orders, lineitem)
+  plansight --explain -f query.sql           the plan of a query in a file, without running it
+  In Jupyter:  %load_ext plansight
+               %query CALL dbgen(sf = 0.01)
+               %%query --analyze             a live monitor while the query runs
+  Tutorials:   examples/01_tour.ipynb ... 05_topk_and_limit.ipynb"""
+
+
 def format_table(table: pa.Table, max_rows: int = 40) -> str:
-    """A plain-text grid of ``table`` (head and tail when long)."""
+    """A plain-text grid of ``table`` (head and tail when long). Only the rows shown are
+    converted to Python, so a result of millions of rows prints as fast as a small one.
+
+    Example:
+        >>> print(format_table(pa.table({"x": list(range(100))}), max_rows=4).splitlines()[3:7])
+        ['|  0 |', '|  1 |', '| …  |', '| 98 |']
+    """
     names = table.column_names
-    rows = table.to_pylist()
-    shown = rows if len(rows) <= max_rows else rows[:max_rows // 2] + [None] + \
-        rows[-max_rows // 2:]
+    n = table.num_rows
+    if n <= max_rows:
+        shown = table.to_pylist()
+    else:
+        half = max_rows // 2
+        shown = table.slice(0, half).to_pylist() + [None] + table.slice(n - half).to_pylist()
     cells = [[_cell(r[n]) if isinstance(r, dict) else "…" for n in names] if r is not None
              else ["…"] * len(names) for r in shown]
     widths = [max([len(n)] + [len(c[i]) for c in cells]) for i, n in enumerate(names)]
@@ -70,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=0.01, help="scale factor (default 0.01)")
     parser.add_argument("--partitions", type=int, default=None, help="target partitions")
     parser.add_argument("--memory-limit", default=None, help="e.g. 512MB")
-    parser.add_argument("--explain", action="store_true", help="print the physical plan")
+    parser.add_argument("--explain", action="store_true",
+                        help="print the physical plan without running the query")
     parser.add_argument("--analyze", action="store_true", help="run and print plan metrics")
     parser.add_argument("--demo", action="store_true", help="run a short tour of queries")
     args = parser.parse_args(argv)
@@ -103,15 +125,21 @@ def main(argv: list[str] | None = None) -> int:
             if title:
                 print(f"\n-- {title}")
             query = session.sql(text)
-            if args.explain:
+            if args.explain and not args.analyze:  # the plan only: nothing runs
                 print(query.explain())
+                continue
             started = time.perf_counter()
             run = query.execute()
             elapsed = time.perf_counter() - started
             print(format_table(run.result))
             print(f"({elapsed * 1000:.1f} ms)")
-            if args.analyze:
+            if args.analyze or (args.demo and text is queries[-1][1]):
+                if args.demo:
+                    print("\n-- How it ran: the plan, each operator with its metrics "
+                          "(EXPLAIN ANALYZE)")
                 print(run.explain_analyze())
+        if args.demo:
+            print(NEXT_STEPS)
     except ps.PlansightError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

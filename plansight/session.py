@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any
 
 import psutil
+import pyarrow as pa
 from sqlglot import exp
 
 from plansight.engine.catalog import (
@@ -14,13 +16,16 @@ from plansight.engine.catalog import (
     IpcSource,
     ParquetSource,
     TableSource,
+    View,
     source_from_object,
 )
 from plansight.engine.exec.allocator import retain_freed_memory
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.exec.memory_pool import parse_memory_limit
 from plansight.engine.sql.parser import parse
-from plansight.errors import PlanError, did_you_mean
+from plansight.errors import PlanError, PlansightError, add_caret, did_you_mean
+from plansight.replacement_scan import find_tables
+from plansight.statements import is_session_statement, run_statement
 
 NULL_ORDERS = ("nulls_last", "nulls_first", "nulls_first_on_asc_last_on_desc",
                "nulls_last_on_asc_first_on_desc")
@@ -174,7 +179,7 @@ class Session:
             False
         """
         self._check_name(name)
-        self._tables[name] = source_from_object(obj, sorted_by)
+        self._tables[name] = source_from_object(obj, sorted_by, name=name)
 
     def register_parquet(self, name: str, path, sorted_by: str | list[str] | None = None
                          ) -> None:
@@ -202,7 +207,11 @@ class Session:
         return sorted(self._tables)
 
     def table_schema(self, name: str):
-        return self._tables[name].schema
+        source = self._tables[name]
+        if isinstance(source, View):
+            return pa.schema([pa.field(c.name, c.type) for c in self.sql(
+                f'SELECT * FROM "{name}"').logical.columns])
+        return source.schema
 
     @staticmethod
     def _check_name(name: str) -> None:
@@ -211,12 +220,15 @@ class Session:
 
     # -- queries --------------------------------------------------------------
     def sql(self, text: str, catalog: dict[str, Any] | None = None,
-            params: dict[str, Any] | None = None, options: dict[str, Any] | None = None):
+            params: dict[str, Any] | None = None, options: dict[str, Any] | None = None,
+            _caller_depth: int = 1):
         """Parse, bind and plan ``text`` (lazy: nothing runs until a result is asked for).
 
         SET statements apply at once. ``catalog`` adds tables visible to this query only.
         ``params`` binds ``:name`` placeholders to values, as typed literals (never as text).
         ``options`` overrides session options for this query only (the session is unchanged).
+        A table name neither registered nor in ``catalog`` is looked up among the caller's
+        variables (a replacement scan, as in DuckDB): a DataFrame ``df`` in scope is ``df``.
 
         Example:
             >>> import pyarrow as pa, plansight as ps
@@ -228,6 +240,34 @@ class Session:
         from plansight.query import Query
 
         statements = parse(text)
+        catalog = dict(catalog or {})
+        frame = sys._getframe(_caller_depth)
+        # SHOW TABLES lists the caller's module (a notebook's) variables, not a function's
+        catalog.update(find_tables(statements, [*self._tables, *catalog], frame.f_locals,
+                                   frame.f_globals, views=self._views(),
+                                   listed=(frame.f_globals,)))
+        del frame
+        params = params or {}
+
+        def visible_tables() -> dict[str, Any]:
+            # a table created by an earlier statement wins over a variable of the same name
+            tables: dict[str, Any] = dict(self._tables)
+            known = {name.lower() for name in tables}
+            for name, obj in catalog.items():
+                if name.lower() not in known:
+                    tables[name] = source_from_object(obj, name=name)
+            return tables
+
+        def run_query(node: exp.Expression):
+            return Query(self, text, node, visible_tables(), params, query_config()).to_arrow()
+
+        def query_config():
+            # made when needed: a SET earlier in the text applies to what follows it
+            config = self.config.copy()
+            for name, value in (options or {}).items():
+                apply_option(config, name, value)
+            return config
+
         query = None
         for statement in statements:
             if isinstance(statement, exp.Set):
@@ -235,15 +275,56 @@ class Session:
                 continue
             if query is not None:
                 raise PlanError("several queries in one call: run them one at a time "
-                                "(SET statements may precede a query)")
+                                "(SET, CREATE, DROP, INSERT and COPY statements may precede "
+                                "a query)")
+            if is_session_statement(statement):
+                try:
+                    run_statement(self, statement, run_query, catalog)
+                except PlansightError as e:
+                    raise add_caret(e, text) from None
+                continue
             query = statement
-        tables: dict[str, Any] = dict(self._tables)
-        for name, obj in (catalog or {}).items():
-            tables[name] = source_from_object(obj)
-        config = self.config.copy()
-        for name, value in (options or {}).items():
-            apply_option(config, name, value)
-        return Query(self, text, query, tables, params or {}, config)
+        return Query(self, text, query, visible_tables(), params, query_config())
+
+    def create_view(self, name: str, sql: str, catalog: dict[str, Any] | None = None) -> None:
+        """Save the query ``sql`` as the view ``name`` (CREATE OR REPLACE VIEW): later queries
+        read it by name and run it with the tables as they are then.
+
+        Example:
+            >>> import plansight as ps
+            >>> s = ps.Session(target_partitions=1)
+            >>> s.create_view("one", "SELECT 1 AS x")
+            >>> s.sql("SELECT x + 1 AS y FROM one").to_arrow().to_pylist()
+            [{'y': 2}]
+        """
+        self._check_name(name)
+        statements = [s for s in parse(sql) if not isinstance(s, exp.Set)]
+        if len(statements) != 1 or is_session_statement(statements[0]):
+            raise PlanError(f"a saved query must be one query (SELECT, WITH, VALUES), "
+                            f"got {len(statements)} statements" if len(statements) != 1 else
+                            "a saved query must be a query (SELECT, WITH, VALUES)")
+        view = View(name, statements[0], sql)
+        try:
+            self._check_view(view, catalog)
+        except PlansightError as e:
+            raise add_caret(e, sql) from None
+        existing = next((key for key in self._tables if key.lower() == name.lower()), None)
+        if existing is not None:
+            self.deregister(existing)
+        self._tables[name] = view
+
+    def _views(self) -> dict[str, View]:
+        return {name: v for name, v in self._tables.items() if isinstance(v, View)}
+
+    def _check_view(self, view: View, catalog: dict[str, Any] | None = None) -> None:
+        """Bind ``view``'s query now (a view naming a missing table fails at CREATE)."""
+        from plansight.engine.sql.binder import Binder
+
+        tables = {**{name: source_from_object(obj, name=name)
+                     for name, obj in (catalog or {}).items()}, **self._tables}
+        options = {"integer_division": self.config.integer_division,
+                   "default_null_order": self.config.default_null_order}
+        Binder(tables, options, {}).bind_query(view.query, None)
 
     def _apply_set(self, statement: exp.Set) -> None:
         for item in statement.expressions:

@@ -47,6 +47,7 @@ from plansight.engine.exec.events import (
     SpillWritten,
 )
 from plansight.engine.exec.memory_pool import format_bytes
+from plansight.engine.physical.plan import displayed_operators, operator_label, referenced_ids
 from plansight.engine.physical.scan import DataSourceExec
 from plansight.errors import Cancelled
 
@@ -413,10 +414,9 @@ def _widgets_available() -> bool:
 # ----------------------------------------------------------------------------- rendering
 
 def plan_rows(plan) -> list[tuple[int, object]]:
-    """(depth, operator) in EXPLAIN order: parents before children."""
-    return [] if plan is None else list(plan.walk())
-
-
+    """(depth, operator) in EXPLAIN order: parents before children, the operators EXPLAIN
+    shows (an identity projection is not)."""
+    return displayed_operators(plan)
 
 
 def _headline(snap: MonitorSnapshot) -> str:
@@ -524,11 +524,12 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True) -> str:
     colour = {"running": "#1f77b4", "finished": "#2ca02c", "failed": "#d62728",
               "cancelled": "#ff7f0e"}.get(snap.status, "#888")
     body = []
+    referenced = referenced_ids(plan)
     for depth, op in plan_rows(plan):
         state = snap.operators.get(op.operator_id, OperatorState())
         total = op.output_partitioning().count
         done = len(state.finished)
-        label = op.display()
+        label = operator_label(op, referenced)
         short = label if len(label) <= 90 else label[:89] + "…"
         running = " ▸" if state.started and done < len(state.started) else ""
         body.append(

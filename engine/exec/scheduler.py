@@ -5,7 +5,19 @@
     partition 2 ─┘
 
 Arrow kernels release the GIL, so threads give real parallelism. The bounded queue is the
-backpressure. The first error in any producer is re-raised in the consumer with its original
+backpressure.
+
+In order (``merge_streams_in_order``), every partition still runs at once, but the consumer
+takes all of partition 0, then all of partition 1, ...: the rows of contiguous source ranges
+come out in source order. A partition ahead of the one being read keeps a few batches, and
+more only while the memory pool grants them; refused, it waits for the reader (which never
+waits on the pool, so this cannot deadlock).
+
+    partition 0 ─▶ [b b b]        ─▶ reader (at partition 0)
+    partition 1 ─▶ [b b b b b b]  (waits when the pool says no)
+    partition 2 ─▶ [b b b b]
+
+The first error in any producer is re-raised in the consumer with its original
 traceback, and stops the other producers; closing the consumer stops them too. No thread
 outlives the iterator.
 """
@@ -14,6 +26,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
@@ -80,6 +93,91 @@ def merge_streams(streams: list[Callable[[], Iterator]], ctx: TaskContext,
         stop.set()
         for thread in threads:
             thread.join()
+
+
+def merge_streams_in_order(streams: list[Callable[[], Iterator]], ctx: TaskContext,
+                           reservation=None, capacity: int = 4) -> Iterator:
+    """Items of stream 0, then of stream 1, ...; the streams are produced concurrently, each
+    on its own thread. ``reservation`` (a MemoryReservation) pays for the batches a stream
+    holds beyond ``capacity`` while it is not the one being read."""
+    if len(streams) == 1:
+        yield from streams[0]()
+        return
+    buffers: list[deque] = [deque() for _ in streams]  # (item, reserved bytes)
+    done = [False] * len(streams)
+    failures: list[BaseException] = []
+    head = 0  # the stream being read
+    changed = threading.Condition()
+    stop = threading.Event()
+
+    def accept(index: int, item) -> bool:
+        """Queue ``item`` of stream ``index`` once there is room; False when stopping."""
+        size = 0
+        with changed:
+            while not stop.is_set() and not ctx.cancelled.is_set():
+                if len(buffers[index]) < capacity:
+                    break
+                if index != head and reservation is not None:
+                    size = getattr(item, "nbytes", 0)
+                    if reservation.try_grow(size):
+                        break
+                    size = 0
+                changed.wait(0.05)
+            else:
+                return False
+            buffers[index].append((item, size))
+            changed.notify_all()
+            return True
+
+    def produce(index: int) -> None:
+        iterator = None
+        try:
+            iterator = streams[index]()
+            for item in iterator:
+                if not accept(index, item):
+                    break
+        except BaseException as error:  # noqa: BLE001 -- re-raised by the consumer
+            with changed:
+                failures.append(error)
+        finally:
+            if iterator is not None and hasattr(iterator, "close"):
+                iterator.close()
+            with changed:
+                done[index] = True
+                changed.notify_all()
+
+    threads = [threading.Thread(target=produce, args=(i,), daemon=True,
+                                name=f"plansight-worker-{i}") for i in range(len(streams))]
+    for thread in threads:
+        thread.start()
+    try:
+        while head < len(streams):
+            with changed:
+                while not failures and not buffers[head] and not done[head]:
+                    changed.wait(0.1)
+                    ctx.check_cancelled()
+                if failures:
+                    # the query fails: stop every thread of it (see merge_streams)
+                    ctx.cancelled.set()
+                    raise failures[0]
+                if buffers[head]:
+                    item, size = buffers[head].popleft()
+                else:  # done and drained: read the next stream
+                    head += 1
+                    changed.notify_all()
+                    continue
+                changed.notify_all()
+            if size:
+                reservation.shrink(size)
+            yield item
+    finally:
+        stop.set()
+        with changed:
+            changed.notify_all()
+        for thread in threads:
+            thread.join()
+        if reservation is not None:
+            reservation.free()
 
 
 class _Failure:

@@ -12,6 +12,7 @@ matching, common-subexpression reuse).
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -60,11 +61,7 @@ class Literal(Expr):
     type: pa.DataType
 
     def __str__(self) -> str:
-        if self.value is None:
-            return "NULL"
-        if isinstance(self.value, str):
-            return "'" + self.value.replace("'", "''") + "'"
-        return str(self.value)
+        return sql_literal(self.value, self.type)
 
 
 @dataclass(frozen=True)
@@ -82,21 +79,153 @@ class Call(Expr):
         return replace(self, args=tuple(children))
 
     def __str__(self) -> str:
-        if self.func in BINARY_SYMBOLS and len(self.args) == 2:
-            def side(arg: Expr) -> str:
-                # AND inside OR (and vice versa) reads ambiguously without parentheses
-                nested = isinstance(arg, Call) and arg.func in ("and", "or") and \
-                    arg.func != self.func and self.func in ("and", "or")
-                return f"({arg})" if nested else str(arg)
-            return f"{side(self.args[0])} {BINARY_SYMBOLS[self.func]} {side(self.args[1])}"
-        return f"{self.func}({', '.join(map(str, self.args))})"
+        """The call as SQL, parenthesized by precedence: printed and parsed back, it binds to
+        this same expression (``a * (1 - b)`` stays ``a * (1 - b)``)."""
+        args, func = self.args, self.func
+        if func in BINARY_SYMBOLS and len(args) == 2:
+            mine = PRECEDENCE[func]
+            # left-associative: an equal-precedence right operand needs parentheses
+            return f"{_operand(args[0], mine)} {BINARY_SYMBOLS[func]} " \
+                   f"{_operand(args[1], mine + 1)}"
+        if func in ("and", "or") and len(args) > 2:
+            return f" {func.upper()} ".join(_operand(a, PRECEDENCE[func] + 1) for a in args)
+        if func == "not" and len(args) == 1:
+            return f"NOT {_operand(args[0], PRECEDENCE['not'])}"
+        if func == "negate" and len(args) == 1:
+            return f"-{_operand(args[0], UNARY_MINUS + 1)}"
+        if func in ("is_null", "is_not_null") and len(args) == 1:
+            suffix = "IS NULL" if func == "is_null" else "IS NOT NULL"
+            return f"{_operand(args[0], PRECEDENCE['eq'] + 1)} {suffix}"
+        if func in ("like", "ilike") and len(args) == 2:
+            return f"{_operand(args[0], PRECEDENCE['eq'] + 1)} {func.upper()} " \
+                   f"{_operand(args[1], PRECEDENCE['eq'] + 1)}"
+        if func == "in_list" and len(args) > 1:
+            return f"{_operand(args[0], PRECEDENCE['eq'] + 1)} IN " \
+                   f"({', '.join(map(str, args[1:]))})"
+        if func == "case" and len(args) % 2 == 1:
+            whens = " ".join(f"WHEN {c} THEN {v}" for c, v in zip(args[0:-1:2], args[1:-1:2]))
+            return f"CASE {whens} ELSE {args[-1]} END"
+        return f"{func}({', '.join(map(str, args))})"
 
 
 BINARY_SYMBOLS = {
     "add": "+", "subtract": "-", "multiply": "*", "divide": "/", "integer_divide": "//",
     "modulo": "%", "eq": "=", "neq": "!=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">=",
-    "and": "AND", "or": "OR", "concat": "||",
+    "and": "AND", "or": "OR", "concat_strict": "||",
 }
+
+# SQL precedence, loosest first (PostgreSQL's and DuckDB's order); a higher number binds tighter
+PRECEDENCE = {
+    "or": 1, "and": 2, "not": 3,
+    "eq": 4, "neq": 4, "lt": 4, "lte": 4, "gt": 4, "gte": 4,
+    "concat_strict": 5,
+    "add": 6, "subtract": 6,
+    "multiply": 7, "divide": 7, "integer_divide": 7, "modulo": 7,
+}
+UNARY_MINUS = 8
+_POSTFIX_OR_INFIX = {"is_null": 4, "is_not_null": 4, "like": 4, "ilike": 4, "in_list": 4}
+
+
+def _precedence(expr: Expr) -> int:
+    """How tightly ``expr``'s printed form binds (atoms: columns, literals, calls, tightest)."""
+    if isinstance(expr, Call):
+        if expr.func in PRECEDENCE and (len(expr.args) == 2 or expr.func in ("and", "or")) \
+                or expr.func == "not":
+            return PRECEDENCE[expr.func]
+        if expr.func == "negate":
+            return UNARY_MINUS
+        return _POSTFIX_OR_INFIX.get(expr.func, 100)
+    if isinstance(expr, Literal) and isinstance(expr.value, (int, float)) and \
+            not isinstance(expr.value, bool) and expr.value < 0:
+        return UNARY_MINUS  # -1 prints like a unary minus
+    return 100
+
+
+def _operand(expr: Expr, needed: int) -> str:
+    """``expr`` printed as an operand of an operator that binds at ``needed``; an AND inside
+    an OR is parenthesized too (correct without, but it reads ambiguously)."""
+    text = str(expr)
+    and_in_or = needed in (PRECEDENCE["or"], PRECEDENCE["or"] + 1) and \
+        isinstance(expr, Call) and expr.func == "and"
+    return f"({text})" if _precedence(expr) < needed or and_in_or else text
+
+
+def sql_value(value: Any) -> str:
+    """A Python value (from statistics or a filter's bounds) as a SQL literal of its type.
+
+    Example:
+        >>> import datetime
+        >>> sql_value(datetime.date(1994, 1, 1)), sql_value(3), sql_value("x")
+        ("DATE '1994-01-01'", '3', "'x'")
+    """
+    try:
+        type_ = pa.scalar(value).type
+    except (pa.ArrowException, TypeError, ValueError):
+        return str(value)
+    return sql_literal(value, type_)
+
+
+_SQL_TYPES = {
+    pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+    pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER",
+    pa.uint64(): "UBIGINT", pa.float32(): "REAL", pa.float64(): "DOUBLE",
+    pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.bool_(): "BOOLEAN",
+    pa.date32(): "DATE", pa.binary(): "BLOB", pa.null(): "NULL",
+    pa.month_day_nano_interval(): "INTERVAL", pa.time64("us"): "TIME",
+}
+
+
+def sql_type(type_: pa.DataType) -> str:
+    """The SQL name of an Arrow type (``DECIMAL(12, 2)``, ``TIMESTAMP``, ``VARCHAR``).
+
+    Example:
+        >>> sql_type(pa.decimal128(12, 2)), sql_type(pa.timestamp("us")), sql_type(pa.string())
+        ('DECIMAL(12, 2)', 'TIMESTAMP', 'VARCHAR')
+    """
+    if type_ in _SQL_TYPES:
+        return _SQL_TYPES[type_]
+    if pa.types.is_decimal(type_):
+        return f"DECIMAL({type_.precision}, {type_.scale})"
+    if pa.types.is_timestamp(type_):
+        return "TIMESTAMPTZ" if type_.tz else "TIMESTAMP"
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return f"{sql_type(type_.value_type)}[]"
+    return str(type_).upper()
+
+
+def sql_literal(value: Any, type_: pa.DataType) -> str:
+    """``value`` written as a SQL literal of ``type_`` (never a Python repr).
+
+    Example:
+        >>> import datetime
+        >>> sql_literal(datetime.date(1994, 1, 1), pa.date32()), sql_literal("it's", pa.string())
+        ("DATE '1994-01-01'", "'it''s'")
+        >>> sql_literal(True, pa.bool_()), sql_literal(None, pa.int64())
+        ('TRUE', 'NULL')
+    """
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if pa.types.is_date(type_):
+        return f"DATE '{value.isoformat()}'"
+    if pa.types.is_timestamp(type_):
+        text = value.isoformat(sep=" ") if hasattr(value, "isoformat") else str(value)
+        return f"{sql_type(type_)} '{text}'"
+    if pa.types.is_time(type_):
+        return f"TIME '{value.isoformat()}'"
+    if pa.types.is_interval(type_):
+        months, days, nanoseconds = value
+        parts = [f"{months} months" if months else "", f"{days} days" if days else "",
+                 f"{nanoseconds // 1000} microseconds" if nanoseconds else ""]
+        return f"INTERVAL '{' '.join(p for p in parts if p) or '0 days'}'"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"CAST('{value}' AS DOUBLE)"
+    if isinstance(value, bytes):
+        return "'" + "".join(f"\\x{b:02x}" for b in value) + "'::BLOB"
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -112,7 +241,7 @@ class Cast(Expr):
         return replace(self, expr=children[0])
 
     def __str__(self) -> str:
-        return f"CAST({self.expr} AS {self.type})"
+        return f"{'TRY_CAST' if self.safe else 'CAST'}({self.expr} AS {sql_type(self.type)})"
 
 
 @dataclass(frozen=True)

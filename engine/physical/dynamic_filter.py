@@ -31,6 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.logical.expr import sql_value
+
 
 class DynamicFilter:
     """``low <= column <= high`` with bounds that only ever tighten (either may be None)."""
@@ -212,8 +214,8 @@ class DynamicFilter:
         return None if pc.all(keep).as_py() is not False else keep
 
     def describe(self) -> str:
-        bounds = [f">= {self.low!r}" if self.low is not None else "",
-                  f"<= {self.high!r}" if self.high is not None else ""]
+        bounds = [f">= {sql_value(self.low)}" if self.low is not None else "",
+                  f"<= {sql_value(self.high)}" if self.high is not None else ""]
         if self.key_set is not None:
             bounds.append(f"IN ({len(self.key_set)} keys)")
         text = " AND ".join(b for b in bounds if b) or "pending"

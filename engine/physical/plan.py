@@ -10,6 +10,7 @@ events, and stops between batches when the query is cancelled.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -172,6 +173,11 @@ class ExecutionPlan:
     def display(self) -> str:
         return self.name
 
+    def hidden_in_display(self) -> bool:
+        """Whether EXPLAIN leaves this operator out because it changes nothing a reader
+        sees (it still runs)."""
+        return False
+
     # -- execution ------------------------------------------------------------
     def execute(self, partition: int, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
         """Iterate the output of ``partition``; no work happens before the first next()."""
@@ -239,12 +245,49 @@ def collect_partition(plan: ExecutionPlan, partition: int, ctx: TaskContext) -> 
     return pa.Table.from_batches(batches, schema=plan.schema)
 
 
+def displayed_operators(plan: ExecutionPlan | None) -> list[tuple[int, ExecutionPlan]]:
+    """(depth, operator) in EXPLAIN order, parents first; operators that change nothing a
+    reader sees (``hidden_in_display``, e.g. a projection passing every column through)
+    are left out, their child taking their place. EXPLAIN, EXPLAIN ANALYZE and the monitor
+    all list these."""
+    rows: list[tuple[int, ExecutionPlan]] = []
+
+    def walk(op: ExecutionPlan, depth: int) -> None:
+        hidden = op.hidden_in_display()
+        if not hidden:
+            rows.append((depth, op))
+        for child in op.children():
+            walk(child, depth if hidden else depth + 1)
+
+    if plan is not None:
+        walk(plan, 0)
+    return rows
+
+
+_REFERENCE = re.compile(r"\b[A-Za-z]+\[(\d+)\]")
+
+
+def referenced_ids(plan: ExecutionPlan | None) -> set[int]:
+    """Operator ids that some operator's display names (``dynamic_filters=[k from
+    HashJoin[24]]``): those operators show their id so a reader finds them."""
+    return {int(i) for _, op in displayed_operators(plan)
+            for i in _REFERENCE.findall(op.display())}
+
+
+def operator_label(op: ExecutionPlan, referenced: set[int] = frozenset()) -> str:
+    """``op``'s EXPLAIN line, ending in ``id=N`` when another line refers to it by that id
+    (``HashJoinExec: ..., id=24`` for ``dynamic_filters=[k from HashJoin[24]]``)."""
+    text = op.display()
+    return f"{text}, id={op.operator_id}" if op.operator_id in referenced else text
+
+
 def format_physical(plan: ExecutionPlan, metrics=None, indent: int = 0) -> str:
     """DataFusion-style indented plan text; with ``metrics`` (EXPLAIN ANALYZE) inline values."""
-    line = "  " * indent + plan.display()
-    if metrics is not None:
-        line += ", metrics=[" + metrics(plan) + "]"
-    lines = [line]
-    for child in plan.children():
-        lines.append(format_physical(child, metrics, indent + 1))
+    referenced = referenced_ids(plan)
+    lines = []
+    for depth, op in displayed_operators(plan):
+        line = "  " * (indent + depth) + operator_label(op, referenced)
+        if metrics is not None:
+            line += ", metrics=[" + metrics(op) + "]"
+        lines.append(line)
     return "\n".join(lines)

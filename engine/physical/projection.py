@@ -65,8 +65,16 @@ class ProjectionExec(ExecutionPlan):
         return Partitioning(part.count, tuple(renamed))
 
     def display(self) -> str:
-        parts = [f"{e} as {o.name}" for e, o in zip(self.exprs, self.outputs)]
+        parts = [str(e) if isinstance(e, Column) and e.name == o.name else f"{e} AS {o.name}"
+                 for e, o in zip(self.exprs, self.outputs)]
         return f"ProjectionExec: expr=[{', '.join(parts)}]"
+
+    def hidden_in_display(self) -> bool:
+        """Every input column passed through in order under its own name: nothing to see
+        (the new column ids it gives are internal)."""
+        return len(self.exprs) == len(self.input.schema) and all(
+            isinstance(e, Column) and e.name == o.name and e.field_name == name
+            for e, o, name in zip(self.exprs, self.outputs, self.input.schema.names))
 
     def _execute(self, partition, ctx):
         # most outputs are plain column references: fetch those by name in one Arrow call

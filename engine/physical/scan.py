@@ -4,10 +4,9 @@ Scan units (files, row groups, memory batches) are split into contiguous runs, o
 partition; units whose statistics rule out ``pruning_predicates`` are skipped before any read.
 
 Limit pruning (``limit_pruning=(predicates, rows)``, set by ``prune_by_limit`` for a LIMIT
-over a filter made only of ``predicates``): when the units whose statistics prove that every
-row passes hold at least ``rows`` rows, only the first of them that cover ``rows`` are read —
-partially matching units are skipped too. A LIMIT without ORDER BY may return any rows that
-pass the filter.
+over a filter made only of ``predicates``): once the units whose statistics prove that every
+row passes hold ``rows`` rows, the units after them are not read. The LIMIT returns the first
+passing rows in source order, so partially matching units before that point are read.
 
 Ordering: a source that knows its sort order (source_ordering.py) makes each partition sorted
 when the units of its run follow each other (``TableSource.in_order``); the scan then reports
@@ -28,7 +27,7 @@ import itertools
 import pyarrow as pa
 
 from plansight.engine.catalog import ScanUnit, TableSource
-from plansight.engine.logical.expr import Column, SortKey
+from plansight.engine.logical.expr import Column, SortKey, sql_value
 from plansight.engine.physical.plan import ExecutionPlan, Ordering, Partitioning
 
 
@@ -131,7 +130,8 @@ class DataSourceExec(ExecutionPlan):
         parts = [f"DataSourceExec: table={self.table}", self.source.describe(),
                  f"projection=[{', '.join(self.columns)}]"]
         if self.pruning_predicates:
-            preds = ", ".join(f"{c} {op} {v!r}" for c, op, v in self.pruning_predicates)
+            preds = ", ".join(f"{c} {_SYMBOLS.get(op, op)} {sql_value(v)}"
+                              for c, op, v in self.pruning_predicates)
             parts.append(f"pruning_predicate=[{preds}]")
             parts.append(f"units_pruned={self.pruned_units}/{self.total_units}")
         if self.fetch is not None:
@@ -205,6 +205,9 @@ class DataSourceExec(ExecutionPlan):
                 return
 
 
+_SYMBOLS = {"eq": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+
+
 def _split(units: list[ScanUnit], count: int) -> list[list[ScanUnit]]:
     bounds = [len(units) * i // count for i in range(count + 1)]
     return [units[lo:hi] for lo, hi in itertools.pairwise(bounds)]
@@ -233,15 +236,14 @@ def _runs_in_order(source: TableSource, runs: list[list[ScanUnit]]) -> bool:
 
 
 def _fully_matching_prefix(source: TableSource, units: list, predicates: tuple, rows: int):
-    """(units to read, units dropped): the first fully matching units that hold ``rows``
-    rows when there are enough of them, else all ``units``."""
-    chosen, covered = [], 0
-    for unit in units:
-        if covered >= rows:
-            break
+    """(units to read, units dropped): the units up to the point where the fully matching
+    ones among them hold ``rows`` rows, when they do, else all ``units``. Partially matching
+    units before that point stay: a LIMIT returns the first passing rows in source order
+    (keep_source_order), and they may hold some of them."""
+    covered = 0
+    for count, unit in enumerate(units, start=1):
         if unit.rows and source.fully_matches(unit, list(predicates)):
-            chosen.append(unit)
             covered += unit.rows
-    if covered < rows:
-        return units, 0
-    return chosen, len(units) - len(chosen)
+            if covered >= rows:
+                return units[:count], len(units) - count
+    return units, 0

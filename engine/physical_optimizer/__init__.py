@@ -8,6 +8,7 @@ from plansight.engine.physical_optimizer.ensure_requirements import (
     ensure_requirements,
     ensure_single_output,
 )
+from plansight.engine.physical_optimizer.keep_source_order import keep_source_order
 from plansight.engine.physical_optimizer.prune_by_limit import prune_by_limit
 from plansight.engine.physical_optimizer.push_dynamic_filters import push_dynamic_filters
 from plansight.engine.physical_optimizer.widen_scan_batches import widen_scan_batches
@@ -18,6 +19,8 @@ def optimize_physical(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPl
     plan = prune_by_limit(plan)
     plan = ensure_requirements(plan, config.target_partitions)
     plan = ensure_single_output(plan)
+    # after the merges exist: the ones whose order reaches the result read partitions in order
+    plan = keep_source_order(plan)
     plan = widen_scan_batches(plan, config)
     # last: it wires operators of the final tree together
     return push_dynamic_filters(plan, config.dynamic_filter_max_keys)

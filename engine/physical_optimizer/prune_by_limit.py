@@ -1,17 +1,18 @@
-"""Limit pruning: a LIMIT over a filter reads only row groups that surely fill it.
+"""Limit pruning: a LIMIT over a filter does not read row groups past those that surely fill it.
 
     GlobalLimitExec: skip=s, fetch=f          the scan needs s + f rows that pass the filter;
       [ProjectionExec]                        row groups whose statistics prove that *every*
         FilterExec: x >= 10 AND y = 'a'       row passes (min/max inside the range, no NULLs)
-          [ProjectionExec]                    are such rows. When the first of them hold
-            DataSourceExec (Parquet)          s + f rows, only those are read; the other row
-                                              groups, partially matching ones included, are not.
+          [ProjectionExec]                    are such rows. Once the row groups read so far
+            DataSourceExec (Parquet)          hold s + f of them, the row groups after those
+                                              are not read.
 
-Without ORDER BY a LIMIT may return any rows that pass the filter, so this changes which rows
-come back, never whether the answer is right. It applies only when the whole filter is a
-conjunction of ``column op literal`` comparisons on scan columns (anything else could reject
-rows of a "fully matching" row group), and only through operators that keep every row
-(projections). It runs before EnsureRequirements, so the scan's partition count is final.
+The LIMIT keeps the first passing rows in source order (keep_source_order, as DuckDB), so
+partially matching row groups before that point are still read: the rows are DuckDB's.
+It applies only when the whole filter is a conjunction of ``column op literal`` comparisons
+on scan columns (anything else could reject rows of a "fully matching" row group), and only
+through operators that keep every row (projections). It runs before EnsureRequirements, so
+the scan's partition count is final.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from plansight.engine.catalog import View
 from plansight.engine.errors import NotSupportedError, PlanError, did_you_mean
 from plansight.engine.functions import window as wf
 from plansight.engine.functions.aggregate import aggregate_return_type
@@ -42,6 +43,7 @@ from plansight.engine.logical.expr import (
 )
 from plansight.engine.optimizer.fold_constants import fold
 from plansight.engine.sql.functions import bind_scalar_node
+from plansight.engine.sql.table_functions import file_kind, open_files, table_function_source
 
 # sqlglot aggregate node classes -> our aggregate names
 _AGGREGATE_NODES: dict[type, str] = {
@@ -224,13 +226,19 @@ class Binder:
                 plan = self._rename(plan, column_aliases or cte_aliases)
                 return self._add_scope(plan, scope, node.alias or name)
             source = self._lookup_table(name, node)
+            if isinstance(source, View):
+                plan = self._bind_view(source)
+                plan = self._rename(plan, column_aliases)
+                return self._add_scope(plan, scope, node.alias or name)
             columns = tuple(Column(next_id(), f.name, f.type) for f in source.schema)
             plan = lp.TableScan(name, source, columns, tuple(f.name for f in source.schema))
             plan = self._rename(plan, column_aliases)
             return self._add_scope(plan, scope, node.alias or name)
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous | exp.Func):
-            raise NotSupportedError(f"table function {node.this.sql()} is not supported yet; "
-                                    "register files with session.register_parquet/csv/ipc")
+            source = table_function_source(node.this)
+            name = node.this.sql_name().lower() if not isinstance(node.this, exp.Anonymous) \
+                else str(node.this.this).lower()
+            return self._scan_source(source, name, node, column_aliases, scope)
         if isinstance(node, exp.Subquery):
             inner = node.this
             plan = self.bind_query(inner, outer if node.args.get("lateral") else None)
@@ -243,6 +251,21 @@ class Binder:
             return self._add_scope(plan, scope, alias or None)
         raise NotSupportedError(f"FROM item {node.sql()!r} is not supported")
 
+    def _scan_source(self, source, name: str, node: exp.Expression, column_aliases, scope
+                     ) -> lp.LogicalPlan:
+        columns = tuple(Column(next_id(), f.name, f.type) for f in source.schema)
+        plan = lp.TableScan(name, source, columns, tuple(f.name for f in source.schema))
+        plan = self._rename(plan, column_aliases)
+        return self._add_scope(plan, scope, node.alias or name)
+
+    def _bind_view(self, view: View) -> lp.LogicalPlan:
+        """A view's query, bound on its own (the CTEs around the reference do not apply)."""
+        saved, self.ctes = self.ctes, []
+        try:
+            return self.bind_query(view.query, None)
+        finally:
+            self.ctes = saved
+
     def _find_cte(self, name: str) -> exp.Expression | None:
         for frame in reversed(self.ctes):
             if name.lower() in frame:
@@ -253,6 +276,9 @@ class Binder:
         lowered = {k.lower(): v for k, v in self.catalog.items()}
         if name.lower() in lowered:
             return lowered[name.lower()]
+        kind = file_kind(name)
+        if kind is not None and isinstance(node, exp.Table) and node.this.quoted:
+            return open_files(kind, name)  # FROM 'data/*.parquet', as DuckDB reads it
         ctes = [k for frame in self.ctes for k in frame]
         raise PlanError(f"table {name!r} does not exist." +
                         did_you_mean(name, list(self.catalog) + ctes) +

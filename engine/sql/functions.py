@@ -96,8 +96,7 @@ def bind_scalar_node(node: exp.Expression, bind: Bind, options: Mapping[str, Any
         binder = NODE_BINDERS.get(cls)
         if binder is not None:
             return binder(node, binding)
-    raise NotSupportedError(f"expression '{node.sql(dialect='duckdb')}' "
-                            f"({type(node).__name__}) is not supported yet")
+    raise NotSupportedError(f"expression '{node.sql(dialect='duckdb')}' is not supported yet")
 
 
 class _Binding:
@@ -229,6 +228,10 @@ def _generic_function(node: exp.Func, b: _Binding) -> Expr:
     name = node.sql_name().lower()
     if name not in BINDERS and name.replace("_", "") in BINDERS:
         name = name.replace("_", "")  # sqlglot's WEEK_OF_YEAR is DuckDB's weekofyear
+    if name not in BINDERS:
+        # name the function as the user wrote it (sqlglot reads unnest as explode)
+        written = node.meta.get("written", "").lower()
+        name = written if written.isidentifier() else name
     return b.function(name, _generic_args(node))
 
 

@@ -10,6 +10,9 @@ keeps EXPLAIN as an opaque Command string).
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import re
 from typing import ClassVar
 
 import sqlglot
@@ -59,21 +62,86 @@ class _Dialect(DuckDB):
 
 
 def parse(sql: str) -> list[exp.Expression]:
-    """Parse ``sql`` into statements; SqlSyntaxError carries line, column and a caret."""
+    """Parse ``sql`` into statements; SqlSyntaxError carries line, column and a caret.
+
+    Every function call remembers the name as written (``meta["written"]``): sqlglot turns
+    ``unnest`` into Explode and ``string_split`` into Split, and an error must name what the
+    user wrote.
+    """
     if not sql or not sql.strip():
         raise SqlSyntaxError("empty query: nothing to run", sql)
     try:
-        statements = [s for s in sqlglot.parse(sql, dialect=_Dialect) if s is not None]
+        with _quiet_fallback():
+            statements = [s for s in sqlglot.parse(sql, dialect=_Dialect) if s is not None]
     except ParseError as e:
         info = e.errors[0] if e.errors else {}
-        message = info.get("description") or str(e).split("\n")[0]
-        token = info.get("highlight")
-        if token:
-            message = f"{message} (near {token!r})"
+        message = user_words(info.get("description") or str(e).split("\n")[0],
+                             info.get("highlight"))
         raise SqlSyntaxError(f"syntax error: {message}", sql, info.get("line"),
                              info.get("col")) from None
     except TokenError as e:
-        raise SqlSyntaxError(f"syntax error: {e}", sql) from None
+        raise SqlSyntaxError(f"syntax error: {user_words(str(e), None)}", sql) from None
     if not statements:
         raise SqlSyntaxError("empty query: nothing to run", sql)
+    for statement in statements:
+        for node in statement.find_all(exp.Func):
+            start, end = node.meta.get("start"), node.meta.get("end")
+            if start is not None and end is not None:
+                node.meta["written"] = sql[start:end + 1]
     return statements
+
+
+class _FallbackFilter(logging.Filter):
+    """Drops sqlglot's 'Falling back to parsing as a Command' warning: the binder reports
+    such statements (or runs them: CALL dbgen) in its own words."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
+
+
+_FALLBACK_FILTER = _FallbackFilter()
+
+
+@contextlib.contextmanager
+def _quiet_fallback():
+    logger = logging.getLogger("sqlglot")
+    logger.addFilter(_FALLBACK_FILTER)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_FALLBACK_FILTER)
+
+
+_MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")
+_TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: .*?>")
+
+
+def user_words(message: str, near: str | None) -> str:
+    """sqlglot's parse error in the words of the SQL: no class or token reprs.
+
+    Example:
+        >>> user_words("Required keyword: 'this' missing for "
+        ...            "<class 'sqlglot.expressions.query.Where'>", "WHERE")
+        "something is missing after 'WHERE'"
+        >>> user_words("Expected table name but got <Token token_type: TokenType.SENTINEL, "
+        ...            "text: SENTINEL, line: 1, col: 1, start: 0, end: 0, comments: []>", "JOIN")
+        "expected a table name after 'JOIN' but the query ended"
+        >>> user_words("Invalid expression / Unexpected token", "FROM")
+        "unexpected 'FROM'"
+    """
+    if _MISSING.search(message):
+        return f"something is missing after {near!r}" if near else "the query is incomplete"
+    match = _TOKEN.search(message)
+    if match:
+        ended = match.group(1) == "SENTINEL"
+        head = message[:match.start()].replace("Expected table name but got", "").strip()
+        what = "a table name" if "table name" in message else (head or "more")
+        after = f" after {near!r}" if near else ""
+        return f"expected {what}{after} but " + \
+            ("the query ended" if ended else f"found {match.group(2)!r}")
+    if message.startswith("Expecting "):
+        expected = message[len("Expecting "):].strip()
+        return f"expected {expected!r}" + (f" before {near!r}" if near else "")
+    if message.startswith("Invalid expression / Unexpected token"):
+        return f"unexpected {near!r}" if near else "unexpected token"
+    return f"{message} (near {near!r})" if near else message

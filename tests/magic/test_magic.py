@@ -107,23 +107,50 @@ def test_explain_prints_plan_without_running(ip, capsys):
     assert "Exec" in capsys.readouterr().out
 
 
-def test_syntax_error_prints_caret_without_traceback(ip, capsys):
-    assert query(ip, "", "SELECT 1 +* FROM") is None
-    err = capsys.readouterr().err
-    assert "^" in err and "Traceback" not in err
+def run_cell(ip, source: str, capsys):
+    """Run ``source`` as a notebook cell; (the ExecutionResult, what the cell printed)."""
+    capsys.readouterr()
+    result = ip.run_cell(source)
+    captured = capsys.readouterr()
+    return result, captured.out + captured.err
+
+
+def test_syntax_error_fails_the_cell_with_a_caret_and_no_traceback(ip, capsys):
+    result, shown = run_cell(ip, "%%query\nSELECT 1 +* FROM", capsys)
+    assert isinstance(result.error_in_exec, ps.SqlSyntaxError) and not result.success
+    assert "^" in shown and "SqlSyntaxError" in shown and "Traceback" not in shown
     assert query(ip, "--no-monitor SELECT 2 AS x").table.to_pylist() == [{"x": 2}]
+
+
+def test_failing_cell_raises_the_plansight_error(ip):
+    ip.user_ns["arrow_t"] = pa.table({"x": [1]})
+    with pytest.raises(ps.PlanError, match="'y'"):
+        query(ip, "--no-monitor SELECT y FROM arrow_t")
+    with pytest.raises(ps.SqlSyntaxError):
+        query(ip, "", "SELECT 1 +* FROM")
 
 
 def test_plan_error_is_short(ip, capsys):
     ip.user_ns["arrow_t"] = pa.table({"x": [1]})
-    assert query(ip, "--no-monitor SELECT y FROM arrow_t") is None
-    err = capsys.readouterr().err
-    assert "'y'" in err and "Traceback" not in err
+    result, shown = run_cell(ip, "%query --no-monitor SELECT y FROM arrow_t", capsys)
+    assert isinstance(result.error_in_exec, ps.PlanError)
+    assert "'y'" in shown and "Traceback" not in shown
+
+
+def test_out_is_never_stale_after_a_failure(ip, capsys):
+    query(ip, "-o out --no-monitor", "SELECT 1 AS x")
+    assert "out" in ip.user_ns
+    result, _ = run_cell(ip, "%%query -o out --no-monitor\nSELECT nope FROM nowhere", capsys)
+    assert result.error_in_exec is not None and "out" not in ip.user_ns
+    result, _ = run_cell(ip, "%%query -o out --no-monitor\nSELECT 1 +* FROM", capsys)
+    assert result.error_in_exec is not None and "out" not in ip.user_ns
 
 
 def test_bad_option_value_is_short(ip, capsys):
-    assert query(ip, "--memory-limit lots --no-monitor SELECT 1") is None
-    assert "Traceback" not in capsys.readouterr().err
+    result, shown = run_cell(ip, "%query --memory-limit lots --no-monitor SELECT 1", capsys)
+    assert result.error_in_exec is not None and "Traceback" not in shown
+    result, shown = run_cell(ip, "%query --no-such-option SELECT 1", capsys)
+    assert result.error_in_exec is not None and "Traceback" not in shown
     assert query(ip, "--no-monitor SELECT 1 AS x").num_rows == 1
 
 
@@ -144,8 +171,9 @@ def test_keyboard_interrupt_cancels(ip, monkeypatch, capsys):
 
     monkeypatch.setattr(ps.Query, "execute", interrupted)
     monkeypatch.setattr(ps.Query, "cancel", lambda self: cancelled.append(True))
-    assert query(ip, "--no-monitor SELECT 1") is None
-    assert "query cancelled" in capsys.readouterr().err and cancelled
+    result, shown = run_cell(ip, "%query --no-monitor SELECT 1", capsys)
+    assert isinstance(result.error_in_exec, ps.Cancelled) and cancelled
+    assert "query cancelled" in shown and "Traceback" not in shown
 
 
 def test_monitor_falls_back_to_text_summary(ip, capsys):
@@ -205,8 +233,8 @@ def test_colon_parameters_bind_namespace_values_as_typed_literals(ip, capsys):
     result = query(ip, "--no-monitor",
                    "SELECT x FROM arrow_t WHERE x > :low AND s = :who")
     assert result.table.to_pylist() == [{"x": 5}]
-    assert query(ip, "--no-monitor", "SELECT 1 + :nowhere AS y") is None
-    assert "parameter :nowhere has no value" in capsys.readouterr().err
+    with pytest.raises(ps.PlanError, match="parameter :nowhere has no value"):
+        query(ip, "--no-monitor", "SELECT 1 + :nowhere AS y")
     for name in ("low", "who"):
         ip.user_ns.pop(name)
 
@@ -220,8 +248,7 @@ def test_parameter_first_in_select_list(ip, capsys):
     assert query(ip, "--no-monitor", "SELECT count(*) AS n FROM arrow_t WHERE a = :x"
                  ).table.to_pylist() == [{"n": 2}]
     # an unbound name: a short message with a caret under it, no traceback
-    assert query(ip, "--no-monitor", "SELECT :x,\n       :missing") is None
-    err = capsys.readouterr().err
+    _, err = run_cell(ip, "%%query --no-monitor\nSELECT :x,\n       :missing", capsys)
     assert "parameter :missing has no value" in err and "Traceback" not in err
     lines = err.replace("\x1b[31m", "").replace("\x1b[0m", "").splitlines()  # no colour
     caret = next(i for i, line in enumerate(lines) if line.strip() == "^")
@@ -247,3 +274,105 @@ def test_config_sets_validated_kernel_defaults(ip, capsys):
     with pytest.raises(TraitError, match="default_null_order"):
         options.default_null_order = "sideways"
     options.memory_limit = None
+
+
+def test_jupysql_capture_stores_like_out(ip):
+    result = query(ip, "--no-monitor", "out << SELECT 41 + 1 AS x")
+    assert result.table.to_pylist() == [{"x": 42}]
+    assert ip.user_ns["out"].to_pylist() == [{"x": 42}]
+    query(ip, "--no-monitor out << SELECT 7 AS y")
+    assert ip.user_ns["out"].to_pylist() == [{"y": 7}]
+    with pytest.raises(ps.NotSupportedError, match="1 << 2"):  # a shift, not a capture
+        query(ip, "--no-monitor", "SELECT 1 << 2 AS z")
+
+
+def test_save_and_with_make_a_view(ip, capsys):
+    ip.user_ns["pdf"] = pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]})
+    query(ip, "--save sums --no-execute --no-monitor",
+          "SELECT k, sum(v) AS s FROM pdf GROUP BY k")
+    assert "sums" in get_session().tables()
+    result = query(ip, "--with sums --no-monitor", "SELECT * FROM sums ORDER BY k")
+    assert result.table.to_pylist() == [{"k": "a", "s": 4}, {"k": "b", "s": 2}]
+    saved = query(ip, "--save big --no-monitor", "SELECT k FROM sums WHERE s > 3")
+    assert saved.table.to_pylist() == [{"k": "a"}]  # --save also runs the query
+    result, shown = run_cell(ip, "%%query --with nothing --no-monitor\nSELECT 1", capsys)
+    assert result.error_in_exec is not None and "nothing" in shown
+    get_session().deregister("sums")
+    get_session().deregister("big")
+
+
+def test_file_option_reads_the_sql(ip, tmp_path, capsys):
+    path = tmp_path / "q.sql"
+    path.write_text("SELECT 6 * 7 AS answer")
+    # a cell magic needs a body (IPython's rule): %query --file is the way to write it
+    assert query(ip, f"--file {path} --no-monitor").table.to_pylist() == [{"answer": 42}]
+    assert query(ip, f"-f {path} --no-monitor").table.to_pylist() == [{"answer": 42}]
+    result, _ = run_cell(ip, f"%query --file {tmp_path}/missing.sql", capsys)
+    assert result.error_in_exec is not None
+
+
+def test_displaylimit_and_auto_dataframes(ip):
+    from plansight.magic.extension import get_options
+
+    ip.user_ns["arrow_t"] = pa.table({"x": list(range(100))})
+    ip.run_line_magic("config", "Query.displaylimit = 4")
+    text = repr(query(ip, "--no-monitor SELECT x FROM arrow_t"))
+    assert "showing" not in text and len(text.splitlines()) == 3 + 4 + 2
+    html = query(ip, "--no-monitor SELECT x FROM arrow_t")._repr_html_()
+    assert "showing first 2 and last 2" in html and html.count("<tr>") == 1 + 4 + 1
+    ip.run_line_magic("config", "Query.displaylimit = 0")
+    assert query(ip, "--no-monitor SELECT x FROM arrow_t")._repr_html_().count("<tr>") == 101
+    ip.run_line_magic("config", "Query.displaylimit = 20")
+    ip.run_line_magic("config", "Query.autopandas = True")
+    try:
+        assert isinstance(query(ip, "--no-monitor -o out SELECT 1 AS x"), pd.DataFrame)
+        assert isinstance(ip.user_ns["out"], pd.DataFrame)
+        assert isinstance(query(ip, "--polars --no-monitor SELECT 1 AS x"), pl.DataFrame)
+    finally:
+        get_options().autopandas = False
+    ip.run_line_magic("config", "Query.autopolars = True")
+    try:
+        assert isinstance(query(ip, "--no-monitor SELECT 1 AS x"), pl.DataFrame)
+    finally:
+        get_options().autopolars = False
+
+
+def test_plot_shows_a_matplotlib_figure(ip, monkeypatch, capsys):
+    from matplotlib.figure import Figure
+
+    from plansight.magic import magic
+
+    shown = []
+    monkeypatch.setattr(magic, "_display", shown.append)
+    ip.user_ns["arrow_t"] = pa.table({"k": ["a", "b", "c"], "v": [3, 1, 2]})
+    query(ip, "--plot bar k v --no-monitor", "SELECT k, v FROM arrow_t")
+    query(ip, "--no-monitor --plot hist v SELECT v FROM arrow_t")
+    query(ip, "--plot line v k --no-monitor", "SELECT v, k FROM arrow_t ORDER BY v")
+    assert len(shown) == 3 and all(isinstance(f, Figure) for f in shown)
+    bars = shown[0].axes[0].patches
+    assert [round(b.get_height()) for b in bars] == [3, 1, 2]
+    assert shown[1].axes[0].get_xlabel() == "v"
+    result, text = run_cell(ip, "%%query --plot pie k --no-monitor\nSELECT 1 AS k", capsys)
+    assert result.error_in_exec is not None and "bar|line" in text
+    result, text = run_cell(ip, "%%query --plot bar k nope --no-monitor\nSELECT 1 AS k", capsys)
+    assert result.error_in_exec is not None and "'nope'" in text
+
+
+def test_plot_imports_matplotlib_lazily():
+    import subprocess
+    import sys
+
+    code = ("import sys, plansight, plansight.magic.magic, plansight.magic.plot; "
+            "print('matplotlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_show_tables_lists_notebook_dataframes(ip):
+    ip.user_ns["pdf"] = pd.DataFrame({"k": ["a"]})
+    ip.user_ns["arrow_t"] = pa.table({"x": [1]})
+    get_session().register("registered", pa.table({"y": [2]}))
+    names = query(ip, "--no-monitor SHOW TABLES").table.column("name").to_pylist()
+    assert {"pdf", "arrow_t", "registered"} <= set(names)
+    get_session().deregister("registered")

@@ -144,7 +144,7 @@ def test_order_by_only_constants_sorts_nothing(partitions):
     plan = _explain("SELECT a, b FROM t WHERE a = 2 ORDER BY a", partitions)
     assert not _lines(plan, "SortExec") and not _lines(plan, "SortPreservingMergeExec"), plan
     if partitions > 1:
-        assert plan.splitlines()[0] == "CoalescePartitionsExec"
+        assert plan.splitlines()[0].startswith("CoalescePartitionsExec")
 
 
 def test_a_sort_drops_constant_keys():

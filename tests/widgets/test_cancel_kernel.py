@@ -68,8 +68,9 @@ def create_subshell(client) -> str:
 
 
 def watch_cell(client, cell_id: str, on_message, timeout: float = 120) -> dict:
-    """Read iopub until the cell is idle; ``on_message`` sees every message meanwhile."""
-    outputs = {"stderr": "", "stdout": "", "html": []}
+    """Read iopub until the cell is idle; ``on_message`` sees every message meanwhile.
+    A cell's error (a cancelled query fails its cell) is shown as IPython renders it."""
+    outputs = {"stderr": "", "stdout": "", "html": [], "error": ""}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -82,6 +83,8 @@ def watch_cell(client, cell_id: str, on_message, timeout: float = 120) -> dict:
         kind, content = message["msg_type"], message["content"]
         if kind == "stream":
             outputs[content["name"]] += content["text"]
+        elif kind == "error":
+            outputs["error"] += "\n".join([content["ename"], *content["traceback"]])
         elif kind in ("display_data", "update_display_data", "execute_result"):
             outputs["html"].append(content.get("data", {}).get("text/html", ""))
         elif kind == "status" and content["execution_state"] == "idle":
@@ -113,7 +116,7 @@ def test_click_on_a_subshell_cancels_the_busy_cell(kernel):
 
     outputs = watch_cell(kernel, cell_id, on_message)
     assert state["clicked"], "the Cancel button was never shown"
-    assert "query cancelled" in outputs["stderr"]
+    assert "Cancelled" in outputs["error"] and "query cancelled" in outputs["error"]
     final = outputs["html"][-1]
     assert "plansight-monitor" in final and "cancelled" in final
     reply = kernel.execute("%%query --no-monitor\nSELECT 41 + 1 AS x", reply=True, timeout=60)
@@ -138,7 +141,7 @@ def test_without_a_subshell_the_monitor_says_interrupt(kernel):
 
     outputs = watch_cell(kernel, cell_id, on_message)
     assert state["hint"] and not state["shown"]
-    assert "query cancelled" in outputs["stderr"] and "Traceback" not in outputs["stderr"]
+    assert "query cancelled" in outputs["error"] and "Traceback" not in outputs["error"]
     assert "cancelled" in outputs["html"][-1]
     reply = kernel.execute("%%query --no-monitor\nSELECT 41 + 1 AS x", reply=True, timeout=60)
     assert reply["content"]["status"] == "ok"
