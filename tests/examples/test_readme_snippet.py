@@ -8,15 +8,8 @@ from pathlib import Path
 
 import nbclient
 import nbformat
-import pytest
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-# the snippet this branch proposes for the README (issue #15 item 8), run below as well
-PROPOSED = """%load_ext plansight
-%query CALL dbgen(sf = 0.01)
-
-%%query -o result --partitions 2
-SELECT o_orderpriority, count(*) FROM orders GROUP BY 1 ORDER BY 1"""
 
 
 def readme_snippet() -> str:
@@ -52,13 +45,6 @@ def check(notebook) -> None:
     assert "5 rows" in output.data["text/plain"] or "(5 rows)" in output.data["text/plain"]
 
 
-def test_the_proposed_snippet_runs(tmp_path):
-    check(run(cells(PROPOSED), tmp_path))
-
-
-@pytest.mark.xfail("dbgen" not in README, strict=True,
-                   reason="the README's snippet queries orders without loading the sample "
-                          "(issue #15 item 8: the lead adds CALL dbgen(sf = 0.01) to it)")
 def test_the_readme_snippet_runs_as_written(tmp_path):
     sources = cells(readme_snippet())
     if not any("load_ext" in source for source in sources):
