@@ -1018,14 +1018,21 @@ class _Collector:
         partition_nodes = list(node.args.get("partition_by") or [])
         order_node = node.args.get("order")
         frame_node = node.args.get("spec")
-        if base_name is not None:
-            base = self.named_windows.get(base_name.name.lower())
+        seen: set[str] = set()
+        # a named window may itself build on another (w AS (base)): inherit along the chain
+        while base_name is not None:
+            key = base_name.name.lower()
+            base = self.named_windows.get(key)
             if base is None:
                 raise PlanError(f"window {base_name.name!r} is not defined in the WINDOW clause"
                                 + did_you_mean(base_name.name, list(self.named_windows)))
+            if key in seen:
+                raise PlanError(f"window {base_name.name!r} is defined in terms of itself")
+            seen.add(key)
             partition_nodes = partition_nodes or list(base.args.get("partition_by") or [])
             order_node = order_node or base.args.get("order")
             frame_node = frame_node or base.args.get("spec")
+            base_name = base.args.get("alias")
         func_node = spec_node.this
         ignore_nulls = False
         if isinstance(func_node, exp.IgnoreNulls):
