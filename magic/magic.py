@@ -137,16 +137,16 @@ class PlansightMagics(Magics):
     def _run(self, args, sql: str):
         session = get_session()
         for name in args.with_ or ():
-            if name.lower() not in {view.lower() for view in session._views()}:
+            if name.lower() not in {view.lower() for view in session.views()}:
                 raise UsageError(f"--with {name}: no query saved as {name!r} (save one with "
                                  f"%%query --save {name})")
         if args.save:
             session.create_view(args.save, sql, catalog=namespace_tables(
-                sql, session.tables(), self.shell.user_ns, session._views()))
+                sql, session.tables(), self.shell.user_ns, session.views()))
             if args.no_execute:
                 return None
         catalog = namespace_tables(sql, session.tables(), self.shell.user_ns,
-                                   session._views())
+                                   session.views())
         overrides = {}
         if args.partitions is not None:
             overrides["target_partitions"] = args.partitions

@@ -244,7 +244,7 @@ class Session:
         frame = sys._getframe(_caller_depth)
         # SHOW TABLES lists the caller's module (a notebook's) variables, not a function's
         catalog.update(find_tables(statements, [*self._tables, *catalog], frame.f_locals,
-                                   frame.f_globals, views=self._views(),
+                                   frame.f_globals, views=self.views(),
                                    listed=(frame.f_globals,)))
         del frame
         params = params or {}
@@ -313,7 +313,8 @@ class Session:
             self.deregister(existing)
         self._tables[name] = view
 
-    def _views(self) -> dict[str, View]:
+    def views(self) -> dict[str, View]:
+        """The session's views (CREATE VIEW, %%query --save), by name."""
         return {name: v for name, v in self._tables.items() if isinstance(v, View)}
 
     def _check_view(self, view: View, catalog: dict[str, Any] | None = None) -> None:
