@@ -105,12 +105,28 @@ def _kernel_options(spec: AggregateSpec):
     return None
 
 
+def one_empty_row() -> pa.Table:
+    """A table of one row and no columns (Arrow keeps the row count of a column-less batch)."""
+    return pa.Table.from_batches([pa.RecordBatch.from_struct_array(
+        pa.array([{}], pa.struct([])))])
+
+
+def with_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table``'s columns under ``schema``'s names and types; a column-less table keeps its
+    row count (``Table.from_arrays`` would make it empty)."""
+    if not schema.names:
+        return table.select([])
+    return pa.Table.from_arrays(table.columns, schema=schema)
+
+
 def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]) -> pa.Table:
     """GROUP BY ``keys`` over ``table``; output columns: keys then one per spec, named.
 
     Without keys the result has exactly one row, also for empty input (COUNT = 0, others NULL).
     """
     if not keys:
+        if not specs:  # a global aggregate with nothing to compute still makes one group
+            return one_empty_row()
         # Arrow's hash kernels (list, distinct, ...) need a key: group by a constant one
         keyed = table.append_column("__group", pa.array([0] * 0, pa.int8())
                                     if table.num_rows == 0 else

@@ -186,12 +186,24 @@ def bind_concat_ws(args: list[Expr], options: Mapping[str, Any]) -> Expr:
 
 @kernel("concat_ws")
 def concat_ws_kernel(args: list[Value], call_: Call) -> Value:
+    """NULL values are skipped, the row is kept: a row whose values are all NULL is ''.
+
+    Arrow's ``binary_join_element_wise(null_handling="skip")`` drops such rows from its output
+    (the result comes back shorter than the input), so those rows get '' as their first value
+    before the join; a lone '' joins to ''.
+    """
     separator, values = args[0], args[1:]
-    if is_scalar(separator):
-        if not separator.is_valid:
-            return _null_like(args, pa.string())
-        return pc.binary_join_element_wise(*values, separator, null_handling="skip")
-    return pc.binary_join_element_wise(*values, separator, null_handling="skip")
+    if is_scalar(separator) and not separator.is_valid:
+        return _null_like(args, pa.string())
+    arrays, all_scalar = broadcast(values)
+    all_null = pc.is_null(arrays[0])
+    for a in arrays[1:]:
+        all_null = pc.and_(all_null, pc.is_null(a))
+    arrays[0] = pc.if_else(all_null, pa.scalar("", pa.string()), arrays[0])
+    if not is_scalar(separator):
+        separator = to_array(separator, len(arrays[0]))
+    return finish(pc.binary_join_element_wise(*arrays, separator, null_handling="skip"),
+                  all_scalar)
 
 
 def _null_like(args: list[Value], t: pa.DataType) -> Value:

@@ -49,6 +49,7 @@ from plansight.engine.functions.aggregate import (
     is_decomposable,
     merge_specs,
     partial_specs,
+    with_schema,
 )
 from plansight.engine.logical.expr import Column, SortKey
 from plansight.engine.physical.aggregates.sorted_groups import RowCarry, StateCarry, comparable
@@ -180,7 +181,7 @@ class AggregateExec(ExecutionPlan):
     def _aggregate(self, table: pa.Table, keys: list[str], ctx):
         result = self._final(table, keys) if self.mode is AggregateMode.FINAL else \
             aggregate_table(table, keys, self.specs)
-        result = pa.Table.from_arrays(result.columns, schema=self.schema)
+        result = with_schema(result, self.schema)
         yield from result.to_batches(max_chunksize=ctx.batch_size)
 
     # -- spilling: sorted runs of states, merged and re-aggregated by key ---------
@@ -249,8 +250,8 @@ class AggregateExec(ExecutionPlan):
             yield from table.to_batches(max_chunksize=ctx.batch_size)
 
     def _partial(self, batches, keys, ctx):
-        yield from pa.Table.from_arrays(self._states(batches, keys).columns,
-                                        schema=self.schema).to_batches(max_chunksize=ctx.batch_size)
+        yield from with_schema(self._states(batches, keys),
+                               self.schema).to_batches(max_chunksize=ctx.batch_size)
 
     def _states(self, batches, keys) -> pa.Table:
         """One state row per group of ``batches`` (the columns ``_final`` merges)."""
@@ -268,6 +269,8 @@ class AggregateExec(ExecutionPlan):
             columns.append(finish_merged(spec, [merged.column(position + i)
                                                 for i in range(width)]))
             position += width
+        if not columns:
+            return merged.select([])
         return pa.table(columns, names=list(self.schema.names))
 
 
