@@ -51,6 +51,11 @@ def _has_subquery(expr: Expr) -> bool:
 
 def _rewrite_node(node: lp.LogicalPlan) -> lp.LogicalPlan:
     if isinstance(node, lp.Filter) and _has_subquery(node.predicate):
+        node = replace(node, predicate=transform(node.predicate, _in_single_row_as_comparison))
+    if isinstance(node, lp.Projection) and any(_has_subquery(e) for e in node.exprs):
+        node = replace(node, exprs=tuple(transform(e, _in_single_row_as_comparison)
+                                         for e in node.exprs))
+    if isinstance(node, lp.Filter) and _has_subquery(node.predicate):
         conjuncts = split_conjunction(node.predicate)
         # plain conjuncts filter the input first (WHERE is a conjunction, order is free):
         # the FROM joins keep their WHERE equalities right above them, where cross-join
@@ -62,9 +67,10 @@ def _rewrite_node(node: lp.LogicalPlan) -> lp.LogicalPlan:
             if isinstance(conjunct, SubqueryExpr) and conjunct.kind in ("exists", "in"):
                 plan = _semi_anti_join(plan, conjunct)
             elif _has_subquery(conjunct):
-                plan, conjunct = _replace_scalar_subqueries(plan, conjunct)
                 remaining.append(conjunct)
         predicate = conjunction(remaining)
+        if predicate is not None:  # together: conjuncts may share a subquery (BETWEEN)
+            plan, predicate = _replace_scalar_subqueries(plan, predicate)
         return lp.Filter(plan, predicate) if predicate is not None else plan
     if isinstance(node, lp.Projection) and any(_has_subquery(e) for e in node.exprs):
         plan = node.input
@@ -81,6 +87,25 @@ def _rewrite_node(node: lp.LogicalPlan) -> lp.LogicalPlan:
     return node
 
 
+def _in_single_row_as_comparison(expr: Expr) -> Expr:
+    """``x [NOT] IN (S)`` where S returns exactly one row (a global aggregate) is
+    ``x = (S)`` / ``x <> (S)``: the scalar path gives an outer row without correlated rows the
+    aggregate's empty-group value (SUM NULL, COUNT 0), where a join finds no row (FALSE)."""
+    if not (isinstance(expr, SubqueryExpr) and expr.kind == "in" and
+            _always_one_row(expr.plan)):
+        return expr
+    value = SubqueryExpr("scalar", expr.plan, expr.plan.columns[0].type)
+    return resolve_operator("neq" if expr.negated else "eq", [expr.needle, value], {})
+
+
+def _with_plain_needle(plan: lp.LogicalPlan, sub: SubqueryExpr):
+    """A scalar subquery inside the left operand of IN joins ``plan`` first."""
+    if sub.needle is None or not _has_subquery(sub.needle):
+        return plan, sub
+    plan, needle = _replace_scalar_subqueries(plan, sub.needle)
+    return plan, replace(sub, needle=needle)
+
+
 def _always_one_row(plan: lp.LogicalPlan) -> bool:
     """An aggregate without GROUP BY (under projections) returns exactly one row, also for
     no input: EXISTS over it is TRUE whatever it correlates with."""
@@ -90,6 +115,7 @@ def _always_one_row(plan: lp.LogicalPlan) -> bool:
 
 
 def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
+    outer, sub = _with_plain_needle(outer, sub)
     inner = decorrelate_subqueries(sub.plan)
     if sub.kind == "exists" and _always_one_row(inner):
         # grouping it by the correlation columns would make EXISTS false for outer rows
@@ -118,9 +144,8 @@ def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
 
 def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
     """Left-join every scalar subquery of ``expr`` to ``plan``; return (plan, rewritten)."""
-    found: list[SubqueryExpr] = [e for e in walk(expr) if isinstance(e, SubqueryExpr)]
     mapping: dict[int, Expr] = {}
-    for sub in found:
+    for sub in _outermost_subqueries(expr):
         if sub.kind != "scalar":
             plan, mapping[sub.plan_key] = _mark_subquery(plan, sub)
             continue
@@ -151,11 +176,29 @@ def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
             plan = lp.Join(plan, inner, "left", (), None)
         mapping[sub.plan_key] = value
 
-    def swap(e: Expr) -> Expr:
+    def swap(e: Expr) -> Expr:  # top-down: an IN operand's subquery went with its IN
         if isinstance(e, SubqueryExpr):
             return mapping[e.plan_key]
-        return e
-    return plan, transform(expr, swap)
+        children = e.children()
+        new = tuple(swap(c) for c in children)
+        return e.with_children(new) if any(a is not b for a, b in zip(new, children)) else e
+    return plan, swap(expr)
+
+
+def _outermost_subqueries(expr: Expr) -> list[SubqueryExpr]:
+    """The subqueries of ``expr`` not inside another one's IN operand (the IN rewrite joins
+    those), each once: an expression may hold one subquery twice (BETWEEN expands to two
+    comparisons of the same operand), and joining it twice would repeat its columns."""
+    found: dict[int, SubqueryExpr] = {}
+
+    def visit(e: Expr) -> None:
+        if isinstance(e, SubqueryExpr):
+            found.setdefault(e.plan_key, e)
+            return
+        for child in e.children():
+            visit(child)
+    visit(expr)
+    return list(found.values())
 
 
 def _at_most_one_row(inner: lp.LogicalPlan, value: Column, correlated: list[Expr]):
@@ -208,6 +251,7 @@ def _mark_subquery(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalP
     def op(name: str, *args: Expr) -> Expr:
         return resolve_operator(name, list(args), {})
 
+    plan, sub = _with_plain_needle(plan, sub)
     inner = decorrelate_subqueries(sub.plan)
     if sub.kind == "exists" and _always_one_row(inner):
         return plan, Literal(not sub.negated, pa.bool_())

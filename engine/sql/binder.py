@@ -204,9 +204,22 @@ class Binder:
         scope = Scope(parent=outer)
         if from_ is None:
             return lp.Values((), ((),)), scope
+        # an explicit JOIN binds tighter than the comma: FROM a, b RIGHT JOIN c is
+        # a CROSS JOIN (b RIGHT JOIN c), so each comma item and its JOINs are one group
         plan = self.bind_relation(from_.this, scope, outer)
+        group, group_start = None, 0
         for join in select.args.get("joins") or []:
-            plan = self.bind_join(plan, join, scope, outer)
+            if _is_comma(join):
+                if group is not None:
+                    plan = lp.Join(plan, group, "cross")
+                group_start = len(scope.entries)
+                group = self.bind_relation(join.this, scope, outer)
+            elif group is None:
+                plan = self.bind_join(plan, join, scope, outer)
+            else:
+                group = self.bind_join(group, join, scope, outer, group_start)
+        if group is not None:
+            plan = lp.Join(plan, group, "cross")
         return plan, scope
 
     def bind_relation(self, node: exp.Expression, scope: Scope, outer: Scope | None
@@ -300,8 +313,10 @@ class Binder:
             scope.entries.append(ScopeEntry(qualifier, column.name, column))
         return plan
 
-    def bind_join(self, left: lp.LogicalPlan, join: exp.Join, scope: Scope, outer: Scope | None
-                  ) -> lp.LogicalPlan:
+    def bind_join(self, left: lp.LogicalPlan, join: exp.Join, scope: Scope, outer: Scope | None,
+                  left_start: int = 0) -> lp.LogicalPlan:
+        """``left`` JOIN ``join.this``; ``left``'s names are scope.entries[left_start:] (the
+        comma item the JOIN belongs to)."""
         side = (join.args.get("side") or "").lower()
         kind = (join.args.get("kind") or "").lower()
         method = (join.args.get("method") or "").lower()
@@ -316,7 +331,7 @@ class Binder:
                  for ident in join.args.get("using") or []]
         if method == "natural":  # USING every column name both sides have, in left order
             right_names = {e.name.lower() for e in scope.entries[left_entries:]}
-            using = list(dict.fromkeys(e.name for e in scope.entries[:left_entries]
+            using = list(dict.fromkeys(e.name for e in scope.entries[left_start:left_entries]
                                        if not e.hidden and e.name.lower() in right_names))
             if not using:
                 raise PlanError("NATURAL JOIN: the two sides have no column name in common; "
@@ -331,7 +346,7 @@ class Binder:
             conditions = []
             right_ids = {c.id for c in right.columns}
             for name in using:
-                left_entries_matching = [e for e in scope.entries[:left_entries]
+                left_entries_matching = [e for e in scope.entries[left_start:left_entries]
                                          if e.name.lower() == name.lower() and not e.hidden]
                 right_entry = [e for e in scope.entries[left_entries:]
                                if e.name.lower() == name.lower() and e.column.id in right_ids]
@@ -1190,6 +1205,13 @@ def _where(node: exp.Expression | None) -> str:
 __all__ = ["Binder", "Scope"]
 
 
+def _is_comma(join: exp.Join) -> bool:
+    """Whether ``join`` is a comma in the FROM list (sqlglot gives an explicit JOIN, even a
+    bare one, a ``pivots`` slot; a comma item has none)."""
+    return "pivots" not in join.args and not any(
+        join.args.get(k) for k in ("side", "kind", "method", "on", "using"))
+
+
 def _number_copies(plan: lp.LogicalPlan) -> lp.LogicalPlan:
     """``plan`` plus row_number() OVER (PARTITION BY every column): 1..n for n equal rows."""
     copy = WindowCall("row_number", (), pa.int64(), partition_by=plan.columns)
@@ -1217,7 +1239,10 @@ def _plan_grouping_sets(plan, group_exprs, grouping_sets, collector):
     def fresh(columns):
         return tuple(Column(next_id(), c.name, c.type) for c in columns)
 
-    keys = tuple(Column(next_id(), _expr_name(e), e.type) for e in group_exprs)
+    # a plain column key keeps its id (as in a plain GROUP BY): correlated subqueries in the
+    # SELECT list read it by id and must see the grouped (possibly rolled-up NULL) value
+    keys = tuple(e if isinstance(e, Column) else Column(next_id(), _expr_name(e), e.type)
+                 for e in group_exprs)
     set_number = Column(next_id(), "__grouping_set", pa.int64())
     marks = tuple(column for _, column in collector.groupings)
     outputs = keys + (set_number,) + marks + tuple(collector.aggregate_columns)
