@@ -140,9 +140,14 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     # DuckDB groups -0.0 with 0.0 (IEEE equal); Arrow hashes the bits: fold -0.0 first
     work = _fold_negative_zero(table, keys + [s.column for s in specs
                                               if s.distinct and s.column is not None])
+    for spec in specs:  # the NULL type: Arrow's count_distinct counts its NULL as a value
+        if spec.column is not None and pa.types.is_null(work.schema.field(spec.column).type):
+            index = work.schema.get_field_index(spec.column)
+            work = work.set_column(index, spec.column, pa.nulls(work.num_rows, pa.int8()))
     table = work
     nan_checks: list[tuple[int, int]] = []  # (spec, position in simple) for MAX over doubles
     overflow_checks: list[tuple[int, int]] = []  # (spec, position) for SUM over integers
+    single_checks: list[tuple[int, int]] = []  # (spec, position) for var_pop / stddev_pop
     for i, spec in enumerate(specs):
         if spec.func == "count_star":
             simple.append((i, ([], "count_all", None)))
@@ -173,6 +178,11 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                                                               safe=False))
                 overflow_checks.append((i, len(simple)))
                 simple.append((-1, (check_name, "sum", _kernel_options(spec))))
+            if spec.func in ("var_pop", "stddev_pop"):
+                # one value has no spread, infinite or not (Arrow: inf - inf = NaN); DuckDB's
+                # Welford update gives 0
+                single_checks.append((i, len(simple)))
+                simple.append((-1, (column, "count", pc.CountOptions(mode="only_valid"))))
             if spec.func == "max" and pa.types.is_floating(t):
                 # DuckDB: NaN is the greatest double, so MAX is NaN when a NaN is present;
                 # Arrow's max skips NaN
@@ -211,6 +221,9 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     for i, position in nan_checks:
         has_nan = pc.fill_null(grouped.column(n_keys + position), False)
         results[i] = pc.if_else(has_nan, pa.scalar(float("nan"), results[i].type), results[i])
+    for i, position in single_checks:
+        one = pc.equal(grouped.column(n_keys + position), 1)
+        results[i] = pc.if_else(one, pa.scalar(0.0, results[i].type), results[i])
     position = n_keys + len(simple)
     for i, spec in special:
         lists = grouped.column(position).combine_chunks()
@@ -246,6 +259,8 @@ def _fold_negative_zero(table: pa.Table, names: list[str]) -> pa.Table:
 def _cast_result(column, type_: pa.DataType):
     if column.type == type_:
         return column
+    if pa.types.is_null(type_):  # min(NULL) and the like: every value is NULL
+        return pa.nulls(len(column), type_)
     # integer or decimal sums widened to double (avg states) may round, by definition
     lossy = pa.types.is_floating(type_) and not pa.types.is_floating(column.type)
     return pc.cast(column, type_, safe=not lossy)

@@ -83,6 +83,13 @@ CASES = {
     "correlated-subquery-cube":
         "SELECT k, s, count(*), (SELECT max(t2.s) FROM t t2 WHERE t2.k = t.k) FROM t "
         "GROUP BY CUBE (k, s)",
+    "negative-zero-in-list": "SELECT -0.0::DOUBLE IN (0.0::DOUBLE)",
+    "negative-zero-in-list-column": "SELECT x, x IN (-0.0::DOUBLE, 'nan'::DOUBLE) FROM f",
+    "count-distinct-null": "SELECT count(DISTINCT NULL) FROM t",
+    "null-typed-aggregates": "SELECT count(DISTINCT NULL), count(NULL), min(NULL), "
+                             "any_value(NULL) FROM t",
+    "null-typed-aggregates-empty": "SELECT count(DISTINCT NULL), count(NULL), min(NULL) FROM e",
+    "var-pop-one-infinity": "SELECT var_pop(x), var_samp(x), stddev_pop(x) FROM f WHERE x > 1",
 }
 
 

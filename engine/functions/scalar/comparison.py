@@ -155,6 +155,8 @@ def in_list_kernel(args: list[Value], call_: Call) -> Value:
         has_null = len(present) < len(constants)
         if present:
             value_set = pa.array([v.as_py() for v in present], needle.type)
+            if T.is_float(needle.type):  # is_in hashes the bits: -0.0 + 0.0 is 0.0
+                needle, value_set = pc.add(needle, 0.0), pc.add(value_set, 0.0)
             found = pc.is_in(needle, value_set=value_set)
         else:
             found = pc.is_in(needle, value_set=pa.array([], needle.type))
