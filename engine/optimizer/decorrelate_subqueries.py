@@ -73,18 +73,36 @@ def _rewrite_node(node: lp.LogicalPlan) -> lp.LogicalPlan:
             plan, predicate = _replace_scalar_subqueries(plan, predicate)
         return lp.Filter(plan, predicate) if predicate is not None else plan
     if isinstance(node, lp.Projection) and any(_has_subquery(e) for e in node.exprs):
-        plan = node.input
-        exprs = []
-        for expr in node.exprs:
-            if _has_subquery(expr):
-                plan, expr = _replace_scalar_subqueries(plan, expr)
-            exprs.append(expr)
+        plan, exprs = _replace_subqueries(node.input, list(node.exprs))
         return lp.Projection(plan, tuple(exprs), node.outputs)
+    if isinstance(node, lp.Aggregate) and any(_has_subquery(e) for e in node.expressions()):
+        return _project_subqueries_below(node)
     for expr in node.expressions():
         if _has_subquery(expr):
             raise NotSupportedError("subqueries are supported in WHERE, HAVING and the SELECT "
                                     f"list; not in {type(node).__name__.lower()} expressions")
     return node
+
+
+def _project_subqueries_below(node: lp.Aggregate) -> lp.Aggregate:
+    """GROUP BY keys and aggregate arguments holding subqueries are computed by a projection
+    under the aggregate (where the projection rule decorrelates them) and read as columns."""
+    computed: dict[Expr, Column] = {}
+
+    def column_for(expr: Expr) -> Expr:
+        if not _has_subquery(expr):
+            return expr
+        if expr not in computed:
+            computed[expr] = Column(next_id(), "__subquery", expr.type)
+        return computed[expr]
+
+    groups = tuple(column_for(e) for e in node.group_exprs)
+    aggregates = tuple(a.with_children(tuple(column_for(c) for c in a.children()))
+                       if any(_has_subquery(c) for c in a.children()) else a
+                       for a in node.aggregates)
+    below = _rewrite_node(lp.Projection(node.input, node.input.columns + tuple(computed),
+                                        node.input.columns + tuple(computed.values())))
+    return replace(node, input=below, group_exprs=groups, aggregates=aggregates)
 
 
 def _in_single_row_as_comparison(expr: Expr) -> Expr:
@@ -144,8 +162,19 @@ def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
 
 def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
     """Left-join every scalar subquery of ``expr`` to ``plan``; return (plan, rewritten)."""
+    plan, (rewritten,) = _replace_subqueries(plan, [expr])
+    return plan, rewritten
+
+
+def _replace_subqueries(plan: lp.LogicalPlan, exprs: list[Expr]):
+    """Join every subquery of ``exprs`` to ``plan`` once (a subquery may appear in several
+    of them); return (plan, the rewritten expressions)."""
     mapping: dict[int, Expr] = {}
-    for sub in _outermost_subqueries(expr):
+    found: dict[int, SubqueryExpr] = {}
+    for expr in exprs:
+        for sub in _outermost_subqueries(expr):
+            found.setdefault(sub.plan_key, sub)
+    for sub in found.values():
         if sub.kind != "scalar":
             plan, mapping[sub.plan_key] = _mark_subquery(plan, sub)
             continue
@@ -182,7 +211,7 @@ def _replace_scalar_subqueries(plan: lp.LogicalPlan, expr: Expr):
         children = e.children()
         new = tuple(swap(c) for c in children)
         return e.with_children(new) if any(a is not b for a, b in zip(new, children)) else e
-    return plan, swap(expr)
+    return plan, [swap(e) for e in exprs]
 
 
 def _outermost_subqueries(expr: Expr) -> list[SubqueryExpr]:

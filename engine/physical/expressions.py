@@ -41,6 +41,8 @@ def _evaluate(expr: Expr, batch) -> pa.Array | pa.Scalar:
     if isinstance(expr, Call):
         if expr.func == "case" and len(expr.args) > 1:
             return _evaluate_case(expr, batch)
+        if expr.func == "coalesce" and len(expr.args) > 1:
+            return _evaluate_coalesce(expr, batch)
         args = [_evaluate(arg, batch) for arg in expr.args]
         return evaluate_call(expr, args)
     raise InternalError(f"cannot evaluate {type(expr).__name__} {expr} in a physical plan")
@@ -83,3 +85,25 @@ def _evaluate_case(expr: Call, batch) -> pa.Array:
     order = np.argsort(np.concatenate(positions), kind="stable")
     return pa.concat_arrays(pieces).take(pa.array(order))
 
+
+
+def _evaluate_coalesce(expr: Call, batch) -> pa.Array:
+    """COALESCE(a, b, ...), each argument evaluated only on the rows still NULL: like CASE,
+    an argument after a non-NULL one is never computed (COALESCE(x, 1 // 0) does not fail
+    for a non-NULL x)."""
+    result = evaluate(expr.args[0], batch)
+    for arg in expr.args[1:]:
+        if not result.null_count:
+            break
+        missing = np.flatnonzero(np.asarray(
+            result.is_null().to_numpy(zero_copy_only=False), dtype=bool))
+        if len(missing) == batch.num_rows:
+            result = evaluate(arg, batch)
+            continue
+        value = evaluate(arg, batch.take(pa.array(missing)))
+        if value.type != result.type:
+            value = evaluate_cast(value, result.type, False)
+        index = np.arange(batch.num_rows)
+        index[missing] = batch.num_rows + np.arange(len(missing))
+        result = pa.concat_arrays([result, value]).take(pa.array(index))
+    return result

@@ -27,7 +27,7 @@ from plansight.engine.errors import NotSupportedError, PlanError, did_you_mean
 from plansight.engine.functions import window as wf
 from plansight.engine.functions.aggregate import aggregate_return_type
 from plansight.engine.functions.scalar import cast_expr, common_supertype, resolve_function
-from plansight.engine.functions.scalar.types import integer_literal_type, type_name
+from plansight.engine.functions.scalar.types import integer_literal_type, is_null_type, type_name
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import (
     AggregateCall,
@@ -147,6 +147,9 @@ class Binder:
         self.options = options
         self.params = dict(params or {})
         self.ctes: list[dict[str, exp.Expression]] = []
+        # scalar subqueries by (scope, SQL text): one subquery written twice (in SELECT and
+        # GROUP BY) binds to one expression, so the two compare equal
+        self._scalar_subqueries: dict[tuple[int, str], tuple[Scope, SubqueryExpr]] = {}
 
     # -- statements -----------------------------------------------------------
     def bind_statement(self, node: exp.Expression) -> lp.LogicalPlan:
@@ -829,13 +832,17 @@ class Binder:
     def _subquery(self, node, scope: Scope, kind: str, needle: Expr | None = None) -> Expr:
         if isinstance(node, exp.Subquery) and not node.args.get("alias"):
             node = node.this if not (node.args.get("order") or node.args.get("limit")) else node
-        inner_scope_parent = scope
-        plan = self.bind_query(node, inner_scope_parent)
+        key = (id(scope), node.sql())
+        if kind == "scalar" and key in self._scalar_subqueries:
+            return self._scalar_subqueries[key][1]
+        plan = self.bind_query(node, scope)
         if kind == "scalar":
             if len(plan.columns) != 1:
                 raise PlanError(f"a scalar subquery must return one column, this one returns "
                                 f"{len(plan.columns)}")
-            return SubqueryExpr("scalar", plan, plan.columns[0].type)
+            bound = SubqueryExpr("scalar", plan, plan.columns[0].type)
+            self._scalar_subqueries[key] = (scope, bound)
+            return bound
         if kind == "in":
             if len(plan.columns) != 1:
                 raise PlanError("the subquery of IN must return one column")
@@ -998,6 +1005,11 @@ class _Collector:
             if any(isinstance(e, Column) and e.id in {c.id for c in self.aggregate_columns}
                    for e in walk(a)):
                 raise PlanError(f"aggregate function calls cannot be nested: {node.sql()}")
+        if args and is_null_type(args[0].type) and name not in ("count", "count_star"):
+            # the NULL type converts to whatever the function takes (as in DuckDB)
+            fitting = pa.bool_() if name in ("bool_and", "bool_or", "every") else \
+                pa.string() if name in ("string_agg", "group_concat", "listagg") else pa.int32()
+            args = (cast_expr(args[0], fitting),) + args[1:]
         result_type = aggregate_return_type(name, [a.type for a in args])
         order_keys = self._aggregate_order(name, node, order_nodes, args, distinct)
         if name == "string_agg" and args and args[0].type != pa.string():
@@ -1101,6 +1113,9 @@ class _Collector:
             if isinstance(func_node, exp.Anonymous):
                 arg_nodes = list(func_node.expressions)
             args = tuple(self._post(a) for a in arg_nodes)
+        if name in ("lag", "lead") and len(args) == 3 and args[2].type != args[0].type:
+            # the default takes the value's type, as in DuckDB (SQL CAST: rounds)
+            args = args[:2] + (cast_expr(args[2], args[0].type),)
         result_type = wf.window_return_type(name, [a.type for a in args])
         return WindowCall(name, args, result_type, partition_by, order_by, frame, distinct,
                           filter_expr, ignore_nulls)

@@ -131,7 +131,7 @@ def _literal(node: exp.Literal, b: _Binding) -> Expr:
 def _cast(node: exp.Cast, b: _Binding) -> Expr:  # also TryCast
     target = sql_type_to_arrow(node.to)
     safe = isinstance(node, exp.TryCast) or bool(node.args.get("safe"))
-    return cast_expr(b.child(node.this), target, safe=safe)
+    return cast_expr(b.child(node.this), target, safe=safe, explicit=True)
 
 
 def _escape(node: exp.Escape, b: _Binding) -> Expr:

@@ -90,6 +90,36 @@ CASES = {
                              "any_value(NULL) FROM t",
     "null-typed-aggregates-empty": "SELECT count(DISTINCT NULL), count(NULL), min(NULL) FROM e",
     "var-pop-one-infinity": "SELECT var_pop(x), var_samp(x), stddev_pop(x) FROM f WHERE x > 1",
+    # valid SQL that was refused
+    "cast-half-to-integer": "SELECT CAST(0.5 AS INTEGER), CAST(-0.5 AS BIGINT), "
+                            "CAST(9.5 AS TINYINT)",
+    "round-negative-digits": "SELECT round(0.25, -1), round(5.5, -1), round(99.99, -2), "
+                             "round(99.99, -3), round(12.345, -5)",
+    "floor-ceil-carry": "SELECT floor(0.5), ceil(0.5), ceil(9.1), trunc(0.25, -1)",
+    "null-typed-arguments": "SELECT sum(NULL), avg(NULL), max(NULL), stddev(NULL), "
+                            "string_agg(NULL, ','), bool_and(NULL) FROM t",
+    "null-typed-operators": "SELECT abs(NULL), NULL % 2, NULL + 1, 1 - NULL, NULL * NULL",
+    "typed-null-date-plus-integer": "SELECT CAST(NULL AS DATE) + 1",
+    "null-values-column-vs-string":
+        "SELECT * FROM (VALUES (NULL), (NULL)) v(x) WHERE x = 'a'",
+    "sum-decimal-plus-one-caps-precision": "SELECT SUM(d) + 1, SUM(d) - 1.5, 1 - SUM(d) FROM m",
+    "lag-default-takes-value-type": "SELECT k, lag(k, 1, 100.125) OVER (ORDER BY k) FROM t",
+    "lead-default-rounds": "SELECT k, lead(a, 2, 7.5) OVER (ORDER BY k) FROM t",
+    "group-by-expression-with-subquery":
+        "SELECT a + (SELECT 1) AS g, count(*) FROM t GROUP BY a + (SELECT 1)",
+    "group-by-correlated-subquery":
+        "SELECT (SELECT max(a) FROM t t2 WHERE t2.k = t.k) AS g, count(*) FROM t GROUP BY 1",
+    "subquery-in-aggregate-argument": "SELECT sum(a + (SELECT 1)) FROM t",
+    "exists-in-aggregate-argument":
+        "SELECT k, sum(CASE WHEN EXISTS (SELECT 1 FROM tn WHERE tn.a = t.a) THEN 1 ELSE 0 END) "
+        "FROM t GROUP BY k",
+    "same-subquery-twice-in-select": "SELECT (SELECT max(a) FROM t), (SELECT max(a) FROM t) + 1",
+    "coalesce-is-lazy": "SELECT COALESCE(1, 1 // 0)",
+    "coalesce-lazy-cast": "SELECT COALESCE(1, CAST('x' AS INTEGER))",
+    "coalesce-columns": "SELECT COALESCE(a, s::INT, k) FROM t",
+    "case-branch-not-taken-cast": "SELECT CASE WHEN false THEN CAST('x' AS INTEGER) ELSE 1 END",
+    "case-branch-not-taken-rows":
+        "SELECT k, CASE WHEN k > 5 THEN CAST('x' AS INTEGER) ELSE k END FROM t",
 }
 
 

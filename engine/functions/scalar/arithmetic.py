@@ -46,9 +46,11 @@ _VERBS = {"add": "addition", "subtract": "subtraction", "multiply": "multiplicat
 
 def _literal_sides(a: Expr, b: Expr) -> tuple[Expr, Expr]:
     """String literals and NULLs take the other operand's type (``date_col - '1995-01-01'``)."""
+    def untyped(x: Expr) -> bool:  # a typed NULL (CAST(NULL AS DATE)) keeps its type
+        return T.is_string_literal(x) or T.is_null_type(x.type)
+
     def adapt(x: Expr, other: Expr) -> Expr:
-        if (T.is_string_literal(x) or T.is_null_literal(x)) and not (
-                T.is_string_literal(other) or T.is_null_literal(other)):
+        if untyped(x) and not untyped(other):
             return cast_expr(x, other.type)
         return x
     return adapt(a, b), adapt(b, a)
@@ -207,14 +209,22 @@ def arithmetic_kernel(args: list[Value], call_: Call) -> Value:
         return _interval_add(a, b, -1 if op == "subtract" else 1)
     fn = {"add": pc.add_checked, "subtract": pc.subtract_checked,
           "multiply": pc.multiply_checked}[op]
-    if op == "multiply" and T.is_decimal(a.type) and T.is_decimal(b.type) and \
-            a.type.precision + b.type.precision + 1 > 38:
-        # Arrow's decimal128 product would need more than 38 digits of precision: multiply
-        # in decimal256 and narrow to the (capped) result type, failing only on real overflow
+    if T.is_decimal(a.type) and T.is_decimal(b.type) and _arrow_decimal_digits(
+            op, a.type, b.type) > 38:
+        # Arrow's decimal128 result would need more than 38 digits of precision: compute in
+        # decimal256 and narrow to the (capped) result type, failing only on real overflow
         a, b = (pc.cast(x, pa.decimal256(x.type.precision, x.type.scale)) for x in (a, b))
     if T.is_duration(a.type) and op == "multiply":
         return pc.cast(_checked(op, fn, pc.cast(a, pa.int64()), b, call_=call_), a.type)
     return _to_result(_checked(op, fn, a, b, call_=call_), call_, op)
+
+
+def _arrow_decimal_digits(op: str, a: pa.DataType, b: pa.DataType) -> int:
+    """The precision Arrow gives the result of ``a op b`` (before any cap)."""
+    if op == "multiply":
+        return a.precision + b.precision + 1
+    scale = max(a.scale, b.scale)
+    return max(a.precision - a.scale, b.precision - b.scale) + scale + 1
 
 
 @kernel("date_subtract")

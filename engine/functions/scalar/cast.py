@@ -65,7 +65,8 @@ def can_cast(source: pa.DataType, target: pa.DataType) -> bool:
     return False
 
 
-def cast_expr(expr: Expr, to: pa.DataType, *, safe: bool = False) -> Expr:
+def cast_expr(expr: Expr, to: pa.DataType, *, safe: bool = False,
+              explicit: bool = False) -> Expr:
     """A validated ``Cast`` of ``expr`` to ``to``; a literal is converted right away.
 
     Raises PlanError when SQL forbids the conversion, or when a literal does not convert
@@ -83,6 +84,8 @@ def cast_expr(expr: Expr, to: pa.DataType, *, safe: bool = False) -> Expr:
         try:
             value = evaluate_cast(pa.scalar(expr.value, expr.type), to, safe)
         except ExecutionError as e:
+            if explicit:  # a written CAST fails when a row evaluates it (CASE may skip it)
+                return Cast(expr, to, safe)
             raise PlanError(str(e)) from e
         return Literal(value.as_py(), to)
     return Cast(expr, to, safe)
@@ -134,6 +137,8 @@ def _convert(value: Value, source: pa.DataType, to: pa.DataType, safe: bool) -> 
             value = null_where(value, pc.invert(pc.is_finite(value))) if safe else value
             if not safe:
                 _check_finite(value, to)
+        if T.is_decimal(source):  # CAST(0.5 AS INTEGER) = 1 needs an integer digit
+            value = pc.cast(value, T.rounding_room(source, 0))
         rounded = pc.round(value, 0, round_mode=mode)
         return _range_checked(rounded, to, safe)
     if T.is_integer(to) and T.is_integer(source):

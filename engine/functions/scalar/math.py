@@ -232,9 +232,8 @@ def rounding_kernel(args: list[Value], call_: Call) -> Value:
         return _round_to(args, call_, {"floor": "down", "ceil": "up",
                                        "trunc": "towards_zero"}[call_.func])
     x = args[0]
-    if T.is_decimal(x.type) and x.type.precision < 38:
-        # ceil(0.5::DECIMAL(1, 1)) = 1 needs one more integer digit than the input has
-        x = pc.cast(x, pa.decimal128(x.type.precision + 1, x.type.scale))
+    if T.is_decimal(x.type):  # ceil(0.5::DECIMAL(1, 1)) = 1 needs one more integer digit
+        x = pc.cast(x, T.rounding_room(x.type, 0))
     result = fn(x)
     return pc.cast(result, call_.type, safe=False) if result.type != call_.type else result
 
@@ -279,9 +278,8 @@ def _round_to(args: list[Value], call_: Call, mode: str) -> Value:
                 return x
             rounded = pc.round(pc.cast(x, pa.float64()), n, round_mode=mode)
             return pc.cast(rounded, call_.type)
-        if T.is_decimal(x.type) and x.type.precision < 38:
-            # round(0.5::DECIMAL(1, 1)) = 1 needs one more integer digit than the input has
-            x = pc.cast(x, pa.decimal128(x.type.precision + 1, x.type.scale))
+        if T.is_decimal(x.type):
+            x = pc.cast(x, T.rounding_room(x.type, n))
         rounded = pc.round(x, n, round_mode=mode)
         return pc.cast(rounded, call_.type, safe=False) if rounded.type != call_.type \
             else rounded

@@ -195,13 +195,11 @@ def concat_ws_kernel(args: list[Value], call_: Call) -> Value:
     separator, values = args[0], args[1:]
     if is_scalar(separator) and not separator.is_valid:
         return _null_like(args, pa.string())
-    arrays, all_scalar = broadcast(values)
+    (separator, *arrays), all_scalar = broadcast([separator, *values])
     all_null = pc.is_null(arrays[0])
     for a in arrays[1:]:
         all_null = pc.and_(all_null, pc.is_null(a))
     arrays[0] = pc.if_else(all_null, pa.scalar("", pa.string()), arrays[0])
-    if not is_scalar(separator):
-        separator = to_array(separator, len(arrays[0]))
     return finish(pc.binary_join_element_wise(*arrays, separator, null_handling="skip"),
                   all_scalar)
 

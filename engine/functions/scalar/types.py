@@ -135,6 +135,16 @@ _NAMES = {
 }
 
 
+def rounding_room(t: pa.DataType, digits: int) -> pa.DataType:
+    """The decimal type wide enough to round a ``t`` value to ``digits`` places: the carry
+    can add an integer digit (round(9.5::DECIMAL(2, 1)) = 10), and a negative ``digits``
+    needs the digits of 10**-digits (round(0.25, -1) is a multiple of 10). Arrow refuses a
+    rounding whose result does not fit the source precision."""
+    integer_digits = max(t.precision - t.scale, -digits + 1) + 1
+    precision = min(38, max(t.precision, integer_digits + t.scale))
+    return t if precision == t.precision else pa.decimal128(precision, t.scale)
+
+
 def type_name(t: pa.DataType) -> str:
     """The DuckDB spelling of an Arrow type, as used in messages and ``typeof``.
 
@@ -308,7 +318,9 @@ def unify(args: Sequence[Expr], context: str, *, cast) -> tuple[list[Expr], pa.D
     (``tinyint_col + 1`` stays TINYINT). ``cast`` is ``cast_expr`` (passed in to avoid an
     import cycle).
     """
-    typed = [a for a in args if not is_null_literal(a) and not is_string_literal(a)]
+    # NULL literals and NULL-typed expressions (a VALUES column of NULLs) take any type
+    typed = [a for a in args if not is_null_literal(a) and not is_null_type(a.type)
+             and not is_string_literal(a)]
     if not typed:
         strings = [a for a in args if is_string_literal(a)]
         target = pa.string() if strings else pa.null()

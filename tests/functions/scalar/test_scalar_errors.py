@@ -37,7 +37,6 @@ from plansight.errors import ExecutionError, NotSupportedError, PlanError
     ("CAST(dt AS INTEGER)", "cannot cast DATE to INTEGER"),
     ("CAST(i AS DATE)", "cannot cast INTEGER to DATE"),
     ("'abc' + 1", "Could not convert string 'abc' to INTEGER"),
-    ("DATE '1995-02-30'", "Could not convert string '1995-02-30' to DATE"),
     ("date_part('fortnight', dt)", "unknown date part 'fortnight'"),
     ("substring(s)", "takes 2 to 3 arguments"),
 ])
@@ -77,6 +76,9 @@ def test_not_supported_syntax():
     ("CAST(d AS DECIMAL(4,2))", "out of range"),
     ("CAST(f * 1e300 * 1e300 AS INTEGER)", "can't be cast"),
     ("make_date(2001, 2, i)", "Date out of range: 2001-2--7"),
+    # a written CAST of a constant fails where a row evaluates it, not while binding: a CASE
+    # branch no row takes must not fail the query (as in DuckDB)
+    ("DATE '1995-02-30'", "Could not convert string '1995-02-30' to DATE"),
 ])
 def test_execution_errors(sql, message):
     expr = bind_sql(sql)
