@@ -50,6 +50,21 @@ class InternalError(PlansightError):
     """A bug in plansight: please report it with the query."""
 
 
+def internal_error(error: BaseException, doing: str) -> InternalError:
+    """``error``, not a PlansightError, as the InternalError a user sees: the original type
+    and message, what plansight was doing, and the original as ``original`` and cause.
+
+    Example:
+        >>> str(internal_error(IndexError("index -1 is out of bounds"), "planning"))
+        'IndexError: index -1 is out of bounds (while planning); this is a bug in plansight, please report it with the query'
+    """
+    wrapped = InternalError(f"{type(error).__name__}: {error} (while {doing}); this is a bug "
+                            "in plansight, please report it with the query")
+    wrapped.original = error
+    wrapped.__cause__ = error
+    return wrapped
+
+
 def caret_snippet(sql: str, line: int | None, column: int | None) -> str:
     """The offending line of ``sql`` with a caret under ``column`` (both 1-based)."""
     lines = sql.splitlines() or [""]

@@ -21,7 +21,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from sqlglot import exp
 
-from plansight.errors import Cancelled, InternalError, PlansightError
+from plansight.errors import Cancelled, InternalError, PlansightError, internal_error
 from plansight.magic.extension import get_session
 from plansight.magic.result import QueryResult
 from plansight.replacement_scan import (  # noqa: F401 -- part of the magic's API
@@ -127,6 +127,10 @@ class PlansightMagics(Magics):
             if isinstance(error, InternalError):
                 raise  # a bug: keep the traceback
             raise short_error(error) from None
+        except Exception as error:  # a bug in the magic's own code: an InternalError
+            if args.out:
+                self.shell.user_ns.pop(args.out, None)
+            raise internal_error(error, "running the cell") from error
 
     # -- helpers --------------------------------------------------------------
     @staticmethod

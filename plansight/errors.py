@@ -18,10 +18,11 @@ from plansight.engine.errors import (
     add_caret,
     caret_snippet,
     did_you_mean,
+    internal_error,
 )
 
 __all__ = [
     "Cancelled", "ExecutionError", "InternalError", "NotSupportedError", "PlanError",
     "PlansightError", "ResourcesExhausted", "SqlSyntaxError", "add_caret", "caret_snippet",
-    "did_you_mean",
+    "did_you_mean", "internal_error",
 ]

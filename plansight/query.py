@@ -21,13 +21,13 @@ from plansight.engine.exec.events import (
 )
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.plan import LogicalPlan, format_plan
-from plansight.engine.physical.plan import ExecutionPlan, format_physical
+from plansight.engine.physical.plan import ExecutionPlan, format_physical, operator_of
 from plansight.errors import (
     Cancelled,
     ExecutionError,
-    InternalError,
     PlansightError,
     add_caret,
+    internal_error,
 )
 
 
@@ -63,6 +63,26 @@ def format_metrics(op: ExecutionPlan, ctx: TaskContext) -> str:
         if name not in shown and totals[name]:
             parts.append(f"{name}={int(totals[name])}")
     return ", ".join(parts)
+
+
+def as_plansight_error(error: BaseException) -> PlansightError:
+    """The error a user sees for ``error`` raised while running a plan.
+
+    Plansight errors pass through; Arrow's invalid-input errors become ExecutionError; any
+    other exception is a bug and becomes InternalError naming the original type, message and
+    the operator that raised it (``operator_of``).
+    """
+    if isinstance(error, PlansightError):
+        return error
+    where = operator_of(error)
+    suffix = f" (in {where})" if where else ""
+    doing = f"running {where}" if where else "running the query"
+    if isinstance(error, (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)):
+        translated: PlansightError = ExecutionError(f"execution failed{suffix}: {error}")
+        translated.original = error
+        translated.__cause__ = error
+        return translated
+    return internal_error(error, doing)
 
 
 class Query:
@@ -112,7 +132,7 @@ class Query:
         try:
             self.logical: LogicalPlan = Binder(self.tables, options, self.params).bind_statement(
                 self.statement)
-            self.optimized = optimize(self.logical)
+            self.optimized = optimize(self.logical, self.config.optimizer)
             physical = PhysicalPlanner(self.config).plan(self.optimized)
             self.physical = optimize_physical(physical, self.config)
         except PlansightError as e:
@@ -120,7 +140,7 @@ class Query:
         except RecursionError as e:
             raise PlansightError("the query is nested too deeply to plan") from e
         except Exception as e:  # a bug: keep the traceback, say so
-            raise InternalError(f"planning failed unexpectedly: {type(e).__name__}: {e}") from e
+            raise internal_error(e, "planning") from e
 
     @property
     def column_names(self) -> list[str]:
@@ -164,23 +184,23 @@ class Query:
             for partition in range(plan.output_partitioning().count):
                 batches.extend(plan.execute(partition, ctx))
             table = pa.Table.from_batches(batches, schema=plan.schema)
-        except Cancelled:
-            if bus.active:
-                bus.publish(QueryCancelled())
-            raise
         except KeyboardInterrupt:
             self._cancel.set()
             if bus.active:
                 bus.publish(QueryCancelled())
             raise Cancelled("query cancelled by interrupt") from None
-        except PlansightError as e:
+        except Exception as caught:  # noqa: BLE001 (translated, never swallowed)
+            # the first real error of any partition, not a sibling's Cancelled that won the
+            # race to this thread
+            error = ctx.fail(caught)
+            if isinstance(error, Cancelled):
+                if bus.active:
+                    bus.publish(QueryCancelled())
+                raise error
+            error = as_plansight_error(error)
             if bus.active:
-                bus.publish(QueryFailed(str(e)))
-            raise
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            if bus.active:
-                bus.publish(QueryFailed(str(e)))
-            raise ExecutionError(f"execution failed: {e}") from e
+                bus.publish(QueryFailed(str(error)))
+            raise error  # its __cause__ is the original error (as_plansight_error)
         finally:
             ctx.cleanup()
         table = table.rename_columns(self.column_names)

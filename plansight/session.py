@@ -23,7 +23,7 @@ from plansight.engine.exec.allocator import retain_freed_memory
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.exec.memory_pool import parse_memory_limit
 from plansight.engine.sql.parser import parse
-from plansight.errors import PlanError, PlansightError, add_caret, did_you_mean
+from plansight.errors import PlanError, PlansightError, add_caret, did_you_mean, internal_error
 from plansight.replacement_scan import find_tables
 from plansight.statements import is_session_statement, run_statement
 
@@ -110,6 +110,7 @@ OPTIONS = {
     "window_executor": _choice("window_executor", ("auto", "hash", "sorted", "partition")),
     "spill_merge_fan_in": _positive_int("spill_merge_fan_in"),
     "dynamic_filter_max_keys": _non_negative_int("dynamic_filter_max_keys"),
+    "optimizer": _boolean("optimizer"),  # false: only the rules a plan needs (reference plans)
 }
 _ALIASES = {"threads": "target_partitions", "temp_directory": "spill_dir"}
 
@@ -237,6 +238,18 @@ class Session:
             >>> s.sql("SELECT x FROM t WHERE x > :low", params={"low": 4}).to_arrow().to_pylist()
             [{'x': 5}, {'x': 9}]
         """
+        try:
+            # one frame deeper: the replacement scan looks at the caller's variables
+            return self._sql(text, catalog, params, options, _caller_depth + 1)
+        except PlansightError:
+            raise
+        except RecursionError as e:
+            raise PlansightError("the query is nested too deeply to plan") from e
+        except Exception as e:  # a bug: say so, keep the original
+            raise internal_error(e, "parsing and planning") from e
+
+    def _sql(self, text: str, catalog: dict[str, Any] | None, params: dict[str, Any] | None,
+             options: dict[str, Any] | None, _caller_depth: int):
         from plansight.query import Query
 
         statements = parse(text)

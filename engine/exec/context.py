@@ -46,6 +46,9 @@ class SessionConfig:
     #: A hash join's build side with at most this many distinct keys filters the probe scan
     #: by its key set (beyond it, by the key range only).
     dynamic_filter_max_keys: int = 1024
+    #: False: only the logical rules a plan needs (decorrelation); the reference plan the
+    #: differential fuzzer compares the optimized one with.
+    optimizer: bool = True
 
     def copy(self) -> SessionConfig:
         return SessionConfig(**self.__dict__)
@@ -61,6 +64,10 @@ class TaskContext:
     #: created by spill.spill_manager on first use (most queries never spill)
     spill_manager: SpillManager | None = None
     _spill_dir: Path | None = None
+    # the query's first real error; set before ``cancelled`` stops the other threads, so a
+    # Cancelled seen after it is a consequence of it, and one seen without it is the user's
+    failure: BaseException | None = None
+    _failure_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def batch_size(self) -> int:
@@ -69,6 +76,29 @@ class TaskContext:
     def check_cancelled(self) -> None:
         if self.cancelled.is_set():
             raise Cancelled("query cancelled")
+
+    def fail(self, error: BaseException) -> BaseException:
+        """Report ``error`` from any thread of the query; return the error the query raises.
+
+        The first real error wins: it is recorded, then every thread is told to stop (they
+        stop with Cancelled, which is not recorded). A Cancelled, or an error raised after a
+        user's cancellation, returns the recorded error if there is one, else itself.
+
+        Example:
+            >>> from plansight.engine.errors import ExecutionError
+            >>> ctx = TaskContext(SessionConfig(), None)
+            >>> first = ExecutionError("division by zero")
+            >>> ctx.fail(first) is first, ctx.cancelled.is_set()
+            (True, True)
+            >>> ctx.fail(Cancelled("query cancelled")) is first
+            True
+        """
+        with self._failure_lock:
+            if self.failure is None and not isinstance(error, Cancelled) and \
+                    not self.cancelled.is_set():
+                self.failure = error
+            self.cancelled.set()
+            return self.failure if self.failure is not None else error
 
     def spill_dir(self) -> Path:
         """A per-query folder for spill files, created on first use, removed by cleanup()."""

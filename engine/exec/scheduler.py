@@ -17,8 +17,9 @@ waits on the pool, so this cannot deadlock).
     partition 1 ─▶ [b b b b b b]  (waits when the pool says no)
     partition 2 ─▶ [b b b b]
 
-The first error in any producer is re-raised in the consumer with its original
-traceback, and stops the other producers; closing the consumer stops them too. No thread
+The first real error in any producer is recorded on the context (which stops the other
+producers) and re-raised in the consumer with its original traceback, whichever failure
+reaches the consumer first; closing the consumer stops them too. No thread
 outlives the iterator.
 """
 
@@ -62,8 +63,8 @@ def merge_streams(streams: list[Callable[[], Iterator]], ctx: TaskContext,
                 if stop.is_set() or ctx.cancelled.is_set() or not put(item):
                     break
             put(_DONE)
-        except BaseException as error:  # re-raised by the consumer
-            put(_Failure(error))
+        except BaseException as error:  # noqa: BLE001 (re-raised by the consumer)
+            put(_Failure(ctx.fail(error)))
         finally:
             if iterator is not None and hasattr(iterator, "close"):
                 iterator.close()
@@ -83,10 +84,10 @@ def merge_streams(streams: list[Callable[[], Iterator]], ctx: TaskContext,
             if item is _DONE:
                 finished += 1
             elif isinstance(item, _Failure):
-                # the query fails: stop every thread of it, also those waiting on an exchange
-                # queue whose reader was the failed partition (they would wait forever)
-                ctx.cancelled.set()
-                raise item.error
+                # the query fails with its first real error (a sibling's Cancelled may arrive
+                # first); fail() also stops every thread of it, those waiting on an exchange
+                # queue whose reader was the failed partition too (they would wait forever)
+                raise ctx.fail(item.error)
             else:
                 yield item
     finally:
@@ -137,6 +138,7 @@ def merge_streams_in_order(streams: list[Callable[[], Iterator]], ctx: TaskConte
                 if not accept(index, item):
                     break
         except BaseException as error:  # noqa: BLE001 -- re-raised by the consumer
+            error = ctx.fail(error)  # the query's first real error (stops the others)
             with changed:
                 failures.append(error)
         finally:
@@ -157,9 +159,8 @@ def merge_streams_in_order(streams: list[Callable[[], Iterator]], ctx: TaskConte
                     changed.wait(0.1)
                     ctx.check_cancelled()
                 if failures:
-                    # the query fails: stop every thread of it (see merge_streams)
-                    ctx.cancelled.set()
-                    raise failures[0]
+                    # the query fails with its first real error (see merge_streams)
+                    raise ctx.fail(failures[0])
                 if buffers[head]:
                     item, size = buffers[head].popleft()
                 else:  # done and drained: read the next stream

@@ -24,7 +24,13 @@ RULES = (
 )
 
 
-def optimize(plan: LogicalPlan) -> LogicalPlan:
-    for rule in RULES:
+# Rules a plan cannot run without: the physical planner has no operator for a subquery.
+REQUIRED = (decorrelate_subqueries,)
+
+
+def optimize(plan: LogicalPlan, enabled: bool = True) -> LogicalPlan:
+    """Apply RULES in order; with ``enabled`` False only the REQUIRED ones (the reference
+    plan the differential fuzzer compares the optimized one with)."""
+    for rule in RULES if enabled else REQUIRED:
         plan = rule(plan)
     return plan

@@ -228,6 +228,9 @@ class ExecutionPlan:
                         run.first = now
                     run.counts = (rows, batches, now, batch)
                 yield batch
+        except Exception as error:
+            _mark_operator(error, self, partition)
+            raise
         finally:
             inner.close()
             metrics.end = clock()
@@ -237,6 +240,24 @@ class ExecutionPlan:
 
     def __repr__(self) -> str:
         return self.display()
+
+
+_OPERATOR = "__plansight_operator__"
+
+
+def _mark_operator(error: BaseException, op: ExecutionPlan, partition: int) -> None:
+    """Remember on ``error`` the innermost operator it passed through (the one that raised
+    it), for the message of an unexpected error."""
+    if getattr(error, _OPERATOR, None) is None:
+        try:
+            setattr(error, _OPERATOR, f"{op.name}[{partition}]")
+        except (AttributeError, TypeError):  # an exception type without a __dict__
+            pass
+
+
+def operator_of(error: BaseException) -> str | None:
+    """The operator (``Name[partition]``) that raised ``error``, if it went through one."""
+    return getattr(error, _OPERATOR, None)
 
 
 def collect_partition(plan: ExecutionPlan, partition: int, ctx: TaskContext) -> pa.Table:

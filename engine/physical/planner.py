@@ -7,6 +7,8 @@ requirements, which is EnsureRequirements' job.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 
 from plansight.engine.errors import InternalError
@@ -14,8 +16,16 @@ from plansight.engine.exec.context import SessionConfig
 from plansight.engine.functions.aggregate import AggregateSpec, is_decomposable, partial_specs
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.estimate import estimate_rows
-from plansight.engine.logical.expr import Call, Column, Expr, Literal, next_id
-from plansight.engine.optimizer.push_down_filters import pruning_hint
+from plansight.engine.logical.expr import (
+    Call,
+    Column,
+    Expr,
+    Literal,
+    conjunction,
+    next_id,
+    split_conjunction,
+)
+from plansight.engine.optimizer.push_down_filters import pruning_hint, split_join_keys
 from plansight.engine.physical.aggregates.aggregate import AggregateExec
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
 from plansight.engine.physical.expressions import evaluate
@@ -173,6 +183,13 @@ class PhysicalPlanner:
         return plan_window(windows, outputs, self.plan(below), self.config)
 
     def _plan_join(self, node: lp.Join) -> ExecutionPlan:
+        if node.null_aware and not node.on and node.filter is not None:
+            # NOT IN's key is an equality of its condition (filter pushdown splits it out;
+            # without the optimizer this does)
+            on, residual = split_join_keys(
+                split_conjunction(node.filter), {c.id for c in node.left.columns},
+                {c.id for c in node.right.columns})
+            node = replace(node, on=tuple(on), filter=conjunction(residual))
         left, right = self.plan(node.left), self.plan(node.right)
         if node.kind == "cross" or not node.on:
             if node.null_aware:

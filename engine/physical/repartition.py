@@ -241,6 +241,7 @@ class RepartitionExec(ExecutionPlan):
                     for p, ready in pending.flush_all():
                         queues[p][lane].put(ready, stop)
                 except BaseException as error:  # noqa: BLE001 (re-raised by every reader)
+                    error = ctx.fail(error)
                     for output in queues:
                         for q in output:
                             q.put(_Failure(error), stop)
@@ -313,7 +314,7 @@ def _drain(q: _OutputQueue, ctx, metrics) -> Iterator[pa.RecordBatch]:
         if item is None:
             return
         if isinstance(item, _Failure):
-            raise item.error
+            raise ctx.fail(item.error)
         metrics.add("partition_rows", item.num_rows)
         yield item
 

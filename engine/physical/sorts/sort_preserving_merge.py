@@ -119,7 +119,7 @@ class _Prefetched:
                     break
             self._put(_DONE)
         except BaseException as error:  # noqa: BLE001 (re-raised by the consumer)
-            self._put(_Failure(error))
+            self._put(_Failure(self.ctx.fail(error)))
         finally:
             if stream is not None:
                 stream.close()
@@ -141,7 +141,7 @@ class _Prefetched:
                 raise StopIteration
             if isinstance(item, _Failure):
                 self.finished = True
-                raise item.error
+                raise self.ctx.fail(item.error)
             return item
 
     def close(self) -> None:

@@ -1,0 +1,174 @@
+"""Three ways to find a wrong answer, as SQLancer does:
+
+1. DuckDB: the same SQL on the same Arrow tables, results compared by the differential
+   harness (multisets, float tolerance, ORDER BY ties);
+2. ternary logic partitioning: ``Q`` has the rows of ``Q WHERE p`` + ``Q WHERE NOT p`` +
+   ``Q WHERE p IS NULL`` (on plansight alone: no oracle needed);
+3. optimizer rules off vs on: the reference plan (only the rules a plan needs) against the
+   optimized one.
+
+Each query runs at a few (partitions, batch size) settings drawn from 1/2/3/8 x 1/3/7/8192.
+An outcome is a ``Finding``: its ``kind`` names the class (wrong result, InternalError, raw
+exception, refused valid SQL, NotSupported, disagreement), ``detail`` the message's gist.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+import plansight as ps
+from plansight.errors import (
+    ExecutionError,
+    InternalError,
+    NotSupportedError,
+    PlanError,
+    PlansightError,
+)
+from tests.differential.harness import assert_same, has_top_level_order_by
+
+PARTITIONS = (1, 2, 3, 8)
+BATCH_SIZES = (1, 3, 7, 8192)
+
+# classes that are bugs (the rest: valid SQL plansight does not implement yet)
+BUGS = ("wrong", "internal", "raw", "refused", "tlp", "optimizer", "error-only-plansight",
+        "error-only-duckdb")
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # one of BUGS, or "not-supported"
+    detail: str
+    sql: str
+    settings: tuple[int, int, bool]  # partitions, batch size, optimizer on
+
+    @property
+    def signature(self) -> tuple[str, str]:
+        return self.kind, self.detail
+
+
+class DuckDBRejects(Exception):
+    """DuckDB refused the query while binding: it is not a valid oracle case."""
+
+
+def run_duckdb(sql: str, tables: dict[str, pa.Table]) -> pa.Table | Exception:
+    """DuckDB's result, or the runtime error it raised (DuckDBRejects for invalid SQL)."""
+    con = duckdb.connect()
+    try:
+        con.execute("SET threads = 1")
+        for name, table in tables.items():
+            con.register(name, table)
+        try:
+            return con.sql(sql).to_arrow_table()
+        except (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException,
+                duckdb.NotImplementedException) as e:
+            raise DuckDBRejects(str(e)) from e
+        except duckdb.Error as e:
+            return e
+    finally:
+        con.close()
+
+
+def run_plansight(sql: str, tables: dict[str, pa.Table], partitions: int, batch_size: int,
+                  optimizer: bool = True) -> pa.Table | Exception:
+    session = ps.Session(target_partitions=partitions, batch_size=batch_size,
+                         memory_limit="1GB")
+    session.set_option("optimizer", optimizer)
+    for name, table in tables.items():
+        session.register(name, table)
+    try:
+        return session.sql(sql).to_arrow()
+    except Exception as e:  # noqa: BLE001 (classified by the caller)
+        return e
+
+
+def gist(message: str) -> str:
+    """A message without its specifics (ids, numbers, quoted names): the error's class."""
+    first = str(message).strip().split("\n")[0]
+    first = re.sub(r"#\d+", "#", first)
+    first = re.sub(r"'[^']*'|\"[^\"]*\"", "'?'", first)
+    first = re.sub(r"\d+", "N", first)
+    return first[:90]
+
+
+def classify_error(error: Exception) -> tuple[str, str]:
+    if isinstance(error, NotSupportedError):
+        return "not-supported", gist(error)
+    if isinstance(error, InternalError):
+        return "internal", gist(error)
+    if isinstance(error, PlanError):
+        return "refused", gist(error)
+    if isinstance(error, PlansightError):
+        return "error-only-plansight", f"{type(error).__name__}: {gist(error)}"
+    return "raw", f"{type(error).__name__}: {gist(error)}"
+
+
+def _compare(actual: pa.Table, expected: pa.Table, sql: str, ordered: bool) -> str | None:
+    try:
+        assert_same(actual, expected, ordered=ordered, sql=sql)
+    except AssertionError as e:
+        return gist(str(e).split("\n")[0].split(":")[0])
+    return None
+
+
+def check(sql: str, tables: dict[str, pa.Table], settings: list[tuple[int, int]],
+          tlp: str | None = None, optimizer_check: bool = True) -> list[Finding]:
+    """Every finding for ``sql`` (empty: it matched everywhere). Raises DuckDBRejects."""
+    expected = run_duckdb(sql, tables)
+    ordered = has_top_level_order_by(sql)
+    findings: list[Finding] = []
+    first_result = None
+    for partitions, batch_size in settings:
+        actual = run_plansight(sql, tables, partitions, batch_size)
+        where = (partitions, batch_size, True)
+        if isinstance(actual, Exception):
+            kind, detail = classify_error(actual)
+            if isinstance(expected, Exception) and isinstance(actual, ExecutionError):
+                continue  # both fail at run time (overflow, division by zero, conversion)
+            findings.append(Finding(kind, detail, sql, where))
+            break
+        if isinstance(expected, Exception):
+            findings.append(Finding("error-only-duckdb", gist(expected), sql, where))
+            break
+        difference = _compare(actual, expected, sql, ordered)
+        if difference is not None:
+            findings.append(Finding("wrong", difference, sql, where))
+            break
+        first_result = first_result if first_result is not None else (actual, where)
+    if findings or first_result is None:
+        return findings
+    result, (partitions, batch_size, _) = first_result
+    if optimizer_check:
+        reference = run_plansight(sql, tables, partitions, batch_size, optimizer=False)
+        where = (partitions, batch_size, False)
+        if isinstance(reference, Exception):
+            kind, detail = classify_error(reference)
+            findings.append(Finding("optimizer" if kind != "not-supported" else kind,
+                                    f"reference plan: {detail}", sql, where))
+        else:
+            difference = _compare(reference, result, sql, ordered)
+            if difference is not None:
+                findings.append(Finding("optimizer", difference, sql, where))
+    if tlp is not None:
+        partitioned = run_plansight(tlp, tables, partitions, batch_size)
+        where = (partitions, batch_size, True)
+        if isinstance(partitioned, Exception):
+            kind, detail = classify_error(partitioned)
+            if not isinstance(partitioned, ExecutionError):
+                findings.append(Finding("tlp" if kind != "not-supported" else kind,
+                                        f"partitioned query: {detail}", tlp, where))
+        else:
+            difference = _compare(partitioned, result, tlp, False)
+            if difference is not None:
+                findings.append(Finding("tlp", difference, tlp, where))
+    return findings
+
+
+def draw_settings(rng: random.Random, count: int = 2) -> list[tuple[int, int]]:
+    """``count`` (partitions, batch size) pairs; the first is always the plain 1 x 8192."""
+    pairs = [(p, b) for p in PARTITIONS for b in BATCH_SIZES if (p, b) != (1, 8192)]
+    return [(1, 8192)] + rng.sample(pairs, count - 1)
