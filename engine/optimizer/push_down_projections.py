@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pyarrow as pa
+
 from plansight.engine.logical import plan as lp
-from plansight.engine.logical.expr import columns_of
+from plansight.engine.logical.expr import Column, Literal, columns_of, next_id
 
 
 def push_down_projections(plan: lp.LogicalPlan) -> lp.LogicalPlan:
@@ -22,8 +24,8 @@ def _used(exprs) -> set[int]:
 def _prune(plan: lp.LogicalPlan, required: set[int]) -> lp.LogicalPlan:
     if isinstance(plan, lp.Projection):
         kept = [(e, o) for e, o in zip(plan.exprs, plan.outputs) if o.id in required]
-        if not kept:
-            kept = [(plan.exprs[0], plan.outputs[0])]
+        if not kept:  # only the row count matters: a constant, not an expression that may fail
+            kept = [(Literal(1, pa.int8()), Column(next_id(), "__row", pa.int8()))]
         exprs, outputs = zip(*kept)
         return lp.Projection(_prune(plan.input, _used(exprs)), tuple(exprs), tuple(outputs))
     if isinstance(plan, lp.Filter):

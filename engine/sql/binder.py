@@ -867,7 +867,8 @@ class Binder:
         return bind_scalar_node(node, lambda n: values[n.name], self.options)
 
     def _boolean(self, expr: Expr, clause: str) -> Expr:
-        if isinstance(expr, Literal) and expr.value is None:  # a NULL of any type: unknown
+        if expr.type != pa.bool_() and isinstance(fold(expr), Literal) and \
+                fold(expr).value is None:  # a NULL of any type (COALESCE(NULL, NULL)): unknown
             return Literal(None, pa.bool_())
         if expr.type != pa.bool_() and not pa.types.is_null(expr.type):
             raise PlanError(f"{clause} needs a BOOLEAN condition, got {expr.type}: {expr}")

@@ -120,6 +120,18 @@ CASES = {
     "case-branch-not-taken-cast": "SELECT CASE WHEN false THEN CAST('x' AS INTEGER) ELSE 1 END",
     "case-branch-not-taken-rows":
         "SELECT k, CASE WHEN k > 5 THEN CAST('x' AS INTEGER) ELSE k END FROM t",
+    # found by the fuzzer (tools/fuzz)
+    "two-key-join-every-build-key-null":
+        "SELECT * FROM m m1 JOIN (SELECT * FROM m WHERE d IS NULL) m2 "
+        "ON m1.i = m2.d AND m1.j = m2.j",
+    "two-key-in-every-build-key-null":
+        "SELECT m1.i, m1.d IN (SELECT m2.d FROM m m2 WHERE m2.j = m1.j AND m2.d IS NULL) "
+        "FROM m m1",
+    "unused-derived-column-is-not-computed":
+        "SELECT count(*) FROM t, (SELECT CAST(2147483647 AS INTEGER) + CAST(t2.k AS INTEGER) "
+        "AS c0 FROM t t2) d",
+    "filter-null-of-integer-type":
+        "SELECT count(*) FILTER (WHERE COALESCE(NULL, NULL)), min(k) FROM t",
 }
 
 

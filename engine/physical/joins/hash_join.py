@@ -193,11 +193,11 @@ class KeyIndex:
                     codes = pos
         if codes is None:
             return np.full(n, -1, dtype=np.int64), null_key
-        if self.dense is not None:
+        if self.dense is not None and len(self.dense):
             pos = np.minimum(np.searchsorted(self.dense, codes), len(self.dense) - 1)
             found &= self.dense[pos] == codes
             codes = pos
-        elif len(keys) > 1:  # empty build side
+        elif len(keys) > 1:  # empty build side, or no build row without a NULL key
             found[:] = False
         return np.where(found, codes, -1), null_key
 
