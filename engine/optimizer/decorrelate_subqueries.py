@@ -38,7 +38,7 @@ from plansight.engine.logical.expr import (
     walk,
 )
 from plansight.engine.optimizer.fold_constants import fold
-from plansight.engine.optimizer.rewrite import produced_ids
+from plansight.engine.optimizer.rewrite import fresh_copy, produced_ids
 
 
 def decorrelate_subqueries(plan: lp.LogicalPlan) -> lp.LogicalPlan:
@@ -182,8 +182,15 @@ def _replace_subqueries(plan: lp.LogicalPlan, exprs: list[Expr]):
         outer_ids = produced_ids(plan)
         value = inner.columns[0]
         grouped: list[lp.Aggregate] = []
-        inner, correlated = _pull_correlated(inner, outer_ids, [value], for_exists=False,
-                                             grouped=grouped)
+        try:
+            inner, correlated = _pull_correlated(inner, outer_ids, [value], for_exists=False,
+                                                 grouped=grouped)
+        except NotSupportedError:
+            general = _dependent_aggregate(plan, inner, outer_ids)
+            if general is None:
+                raise
+            plan, mapping[sub.plan_key] = general
+            continue
         if not grouped:
             inner, value, correlated = _at_most_one_row(inner, value, correlated)
         empty = _empty_group_value(inner, value, grouped) if grouped else None
@@ -212,6 +219,51 @@ def _replace_subqueries(plan: lp.LogicalPlan, exprs: list[Expr]):
         new = tuple(swap(c) for c in children)
         return e.with_children(new) if any(a is not b for a, b in zip(new, children)) else e
     return plan, [swap(e) for e in exprs]
+
+
+def _dependent_aggregate(plan: lp.LogicalPlan, inner: lp.LogicalPlan, outer_ids: set[int]
+                         ) -> tuple[lp.LogicalPlan, Expr] | None:
+    """A scalar aggregate subquery correlated by any predicates, unnested the general way
+    (Neumann & Kemper, "Unnesting Arbitrary Queries"): the aggregate is computed once per
+    distinct value of the outer columns it reads, over a join with those values, and joined
+    back to the outer rows.
+
+        outer ⟕ (outer cols ≐ D) Aggregate[D; aggs](D ⟕ (predicates[outer := D]) body)
+        D = DISTINCT outer cols of ``plan``
+
+    Every outer row finds exactly its D row, so an empty group gives the aggregates' empty
+    value by itself (COUNT 0; count(*) counts a marker, not the left join's padding row).
+    None when ``inner`` is not projections over a global aggregate.
+    """
+    projections = []
+    node = inner
+    while isinstance(node, lp.Projection):
+        projections.append(node)
+        node = node.input
+    if not isinstance(node, lp.Aggregate) or node.group_exprs:
+        return None
+    body, pulled = _pull_correlated(node.input, outer_ids, [], for_exists=False)
+    if not pulled:
+        return None
+    outer_columns = list({e.id: e for p in pulled for e in walk(p)
+                          if isinstance(e, Column) and e.id in outer_ids}.values())
+    distinct = tuple(Column(next_id(), c.name, c.type) for c in outer_columns)
+    values = lp.Aggregate(plan, tuple(outer_columns), distinct, (), ())
+    to_distinct = {c.id: d for c, d in zip(outer_columns, distinct)}
+    marker = Column(next_id(), "__present", pa.bool_())
+    marked = lp.Projection(body, body.columns + (Literal(True, pa.bool_()),),
+                           body.columns + (marker,))
+    joined = lp.Join(values, marked, "left", (),
+                     conjunction([replace_columns(p, to_distinct) for p in pulled]))
+    aggregates = tuple(AggregateCall("count", (marker,), a.type, False, a.filter, a.options)
+                       if a.func == "count_star" else a for a in node.aggregates)
+    top: lp.LogicalPlan = lp.Aggregate(joined, distinct, distinct, aggregates,
+                                       node.aggregate_outputs)
+    for projection in reversed(projections):
+        top = lp.Projection(top, projection.exprs + distinct, projection.outputs + distinct)
+    back = conjunction([resolve_operator("eq", [c, d], {}) for c, d in
+                        zip(outer_columns, distinct)])
+    return lp.Join(plan, top, "left", (), back, null_equal=True), inner.columns[0]
 
 
 def _outermost_subqueries(expr: Expr) -> list[SubqueryExpr]:
@@ -291,10 +343,8 @@ def _mark_subquery(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalP
     pairs = []
     for predicate in correlated:
         inner_side = _equality_inner_side(predicate, inner_ids)
-        if inner_side is None:
-            raise NotSupportedError(
-                "EXISTS / IN subqueries inside expressions (SELECT list, OR, CASE) may only "
-                f"correlate through equality conditions (inner = outer); found: {predicate}")
+        if inner_side is None:  # any other correlation: through counts, unnested in general
+            return _mark_by_counts(plan, sub)
         outer_side = next(a for a in predicate.args if a is not inner_side)
         pairs.append((inner_side, outer_side))
 
@@ -339,6 +389,43 @@ def _mark_subquery(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalP
     value = bind_case([op("is_not_null", marker), empty, unknown],
                       [Literal(True, pa.bool_()), Literal(False, pa.bool_()),
                        Literal(None, pa.bool_())], Literal(False, pa.bool_()))
+    return plan, (op("not", value) if sub.negated else value)
+
+
+def _mark_by_counts(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalPlan, Expr]:
+    """EXISTS / IN as a value through scalar COUNT subqueries, which decorrelate whatever
+    the correlation (``_dependent_aggregate``)::
+
+        EXISTS (S)  ->  (SELECT count(*) FROM S) > 0
+        x IN (SELECT y FROM S)  ->  CASE WHEN (SELECT count(*) FROM S WHERE y = x) > 0 THEN TRUE
+                                         WHEN (SELECT count(*) FROM S) = 0 THEN FALSE
+                                         WHEN x IS NULL OR count(*) > count(y) THEN NULL
+                                         ELSE FALSE END
+    """
+    def op(name: str, *args: Expr) -> Expr:
+        return resolve_operator(name, list(args), {})
+
+    def count(source: lp.LogicalPlan, args: tuple[Expr, ...] = ()) -> SubqueryExpr:
+        output = Column(next_id(), "__count", pa.int64())
+        call = AggregateCall("count" if args else "count_star", args, pa.int64())
+        return SubqueryExpr("scalar", lp.Aggregate(source, (), (), (call,), (output,)),
+                            pa.int64())
+
+    zero = Literal(0, pa.int64())
+    inner = decorrelate_subqueries(sub.plan)
+    if sub.kind == "exists":
+        value = op("gt", count(inner), zero)
+    else:
+        # three subqueries over S, each with its own column ids (joined side by side)
+        copies = [fresh_copy(inner) for _ in range(3)]
+        hits = count(lp.Filter(copies[0], op("eq", sub.needle, copies[0].columns[0])))
+        rows, values = count(copies[1]), count(copies[2], (copies[2].columns[0],))
+        value = bind_case(
+            [op("gt", hits, zero), op("eq", rows, zero),
+             op("or", op("is_null", sub.needle), op("gt", rows, values))],
+            [Literal(True, pa.bool_()), Literal(False, pa.bool_()), Literal(None, pa.bool_())],
+            Literal(False, pa.bool_()))
+    plan, value = _replace_scalar_subqueries(plan, value)
     return plan, (op("not", value) if sub.negated else value)
 
 

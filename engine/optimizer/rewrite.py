@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from plansight.engine.logical import plan as lp
-from plansight.engine.logical.expr import SortKey
+from plansight.engine.logical.expr import Column, SortKey, next_id, replace_columns
 
 
 def map_expressions(node: lp.LogicalPlan, fn) -> lp.LogicalPlan:
@@ -52,3 +52,36 @@ def produced_ids(plan: lp.LogicalPlan) -> set[int]:
         ids |= produced_ids(child)
     return ids
 
+
+
+_DEFINING = {lp.TableScan: ("scan_columns",), lp.Values: ("value_columns",),
+             lp.Projection: ("outputs",), lp.Union: ("outputs",),
+             lp.Aggregate: ("group_outputs", "aggregate_outputs"),
+             lp.Window: ("window_outputs",)}
+
+
+def fresh_copy(plan: lp.LogicalPlan) -> lp.LogicalPlan:
+    """``plan`` with a new id for every column it defines (references to columns it does not
+    define, correlation, stay): a subquery used twice must not join the same ids twice.
+    The plan must hold no SubqueryExpr (their plans are not renumbered)."""
+    mapping: dict[int, Column] = {}
+
+    def renumber(column: Column) -> Column:
+        if column.id not in mapping:
+            mapping[column.id] = Column(next_id(), column.name, column.type)
+        return mapping[column.id]
+
+    def copy(node: lp.LogicalPlan) -> lp.LogicalPlan:
+        inputs = node.inputs()
+        if inputs:
+            node = node.with_inputs(tuple(copy(i) for i in inputs))
+        if isinstance(node, lp.TableScan):
+            node = replace(node, scan_columns=tuple(renumber(c) for c in node.scan_columns))
+            return replace(node, filters=tuple(replace_columns(f, mapping)
+                                               for f in node.filters))
+        node = map_expressions(node, lambda e: replace_columns(e, mapping))
+        for name in _DEFINING.get(type(node), ()):
+            node = replace(node, **{name: tuple(renumber(c) for c in getattr(node, name))})
+        return node
+
+    return copy(plan)

@@ -183,9 +183,9 @@ class PhysicalPlanner:
         return plan_window(windows, outputs, self.plan(below), self.config)
 
     def _plan_join(self, node: lp.Join) -> ExecutionPlan:
-        if node.null_aware and not node.on and node.filter is not None:
-            # NOT IN's key is an equality of its condition (filter pushdown splits it out;
-            # without the optimizer this does)
+        if (node.null_aware or node.null_equal) and not node.on and node.filter is not None:
+            # NOT IN's key, or a null-equal join's, is an equality of its condition (filter
+            # pushdown splits it out; without the optimizer this does)
             on, residual = split_join_keys(
                 split_conjunction(node.filter), {c.id for c in node.left.columns},
                 {c.id for c in node.right.columns})

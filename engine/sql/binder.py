@@ -26,7 +26,13 @@ from plansight.engine.catalog import View
 from plansight.engine.errors import NotSupportedError, PlanError, did_you_mean
 from plansight.engine.functions import window as wf
 from plansight.engine.functions.aggregate import aggregate_return_type
-from plansight.engine.functions.scalar import cast_expr, common_supertype, resolve_function
+from plansight.engine.functions.scalar import (
+    cast_expr,
+    common_supertype,
+    resolve_function,
+    resolve_operator,
+)
+from plansight.engine.functions.scalar.conditional import bind_case
 from plansight.engine.functions.scalar.types import integer_literal_type, is_null_type, type_name
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import (
@@ -786,6 +792,9 @@ class Binder:
         if isinstance(node, (exp.Subquery, exp.Select, exp.SetOperation)) \
                 and not isinstance(node, exp.Values):
             return self._subquery(node, scope, "scalar")
+        if isinstance(node, tuple(_QUANTIFIED)) and isinstance(node.expression,
+                                                                (exp.Any, exp.All)):
+            return self._quantified(node, scope, collector)
         if isinstance(node, exp.Exists):
             return self._subquery(node.this, scope, "exists")
         if isinstance(node, exp.In) and node.args.get("query") is not None:
@@ -807,6 +816,73 @@ class Binder:
                 raise PlanError(f"{what} are not allowed here: {node.sql()}" + _where(node))
             return collector.placeholder(node)
         return bind_scalar_node(node, bind, self.options)
+
+    def _quantified(self, node: exp.Expression, scope: Scope, collector) -> Expr:
+        """``x op ANY (S)`` / ``x op ALL (S)``, with SQL's three-valued answer.
+
+        ``x op ALL S`` is ``NOT (x op' ANY S)`` for the complement op'; ``x = ANY S`` is
+        ``x IN S``. Otherwise ANY is decided by S's extreme and its row counts, each a scalar
+        subquery over S's rows (decorrelated like any other)::
+
+            CASE WHEN count(*) = 0 THEN FALSE          -- no row: FALSE
+                 WHEN x op min(S) / max(S) THEN TRUE   -- the extreme satisfies it
+                 WHEN x IS NULL OR count(*) > count(S) THEN NULL   -- a NULL could have
+                 ELSE FALSE END
+        """
+        op = _QUANTIFIED[type(node)]
+        quantifier = node.expression
+        if isinstance(quantifier, exp.All):
+            negated = _COMPLEMENT[op]
+            return self._op("not", [self._any(negated, node.this, quantifier.this,
+                                                      scope, collector)])
+        return self._any(op, node.this, quantifier.this, scope, collector)
+
+    def _any(self, op: str, needle_node, query, scope: Scope, collector) -> Expr:
+        needle = self.bind_expr(needle_node, scope, collector)
+        if op == "eq":
+            return self._subquery(query, scope, "in", needle=needle)
+        select = query.this if isinstance(query, exp.Subquery) else query
+
+        def over(aggregate: str, star: bool = False) -> Expr:
+            """A scalar subquery computing ``aggregate`` over S's one column."""
+            simple = isinstance(select, exp.Select) and len(select.expressions) == 1 and not any(
+                select.args.get(k) for k in ("group", "having", "distinct", "limit", "order",
+                                             "qualify", "windows")) and not any(
+                isinstance(e, (exp.AggFunc, exp.Window)) for e in select.expressions[0].walk())
+            if simple:
+                value = select.expressions[0]
+                value = value.this if isinstance(value, exp.Alias) else value
+                rows = select.copy()
+            else:  # S as a derived table (its correlation, if any, is not visible there)
+                value = exp.column("__value", "__any")
+                rows = exp.select("*").from_(exp.Subquery(
+                    this=select.copy(), alias=exp.TableAlias(
+                        this=exp.to_identifier("__any"),
+                        columns=[exp.to_identifier("__value")])))
+            argument = exp.Star() if star else value.copy()
+            call = {"count": exp.Count, "min": exp.Min, "max": exp.Max}[aggregate](
+                this=argument)
+            rows.set("expressions", [call])
+            return self._subquery(rows, scope, "scalar")
+
+        rows, values = over("count", star=True), over("count")
+        if op in ("gt", "gte"):
+            hit = self._op(op, [needle, over("min")])
+        elif op in ("lt", "lte"):
+            hit = self._op(op, [needle, over("max")])
+        else:  # neq: some value differs from x when the smallest or the largest does
+            hit = self._op("or", [self._op("neq", [needle, over("min")]),
+                                          self._op("neq", [needle, over("max")])])
+        zero = Literal(0, pa.int64())
+        empty = self._op("eq", [rows, zero])
+        unknown = self._op("or", [self._op("is_null", [needle]),
+                                          self._op("gt", [rows, values])])
+        return bind_case([empty, hit, unknown],
+                         [Literal(False, pa.bool_()), Literal(True, pa.bool_()),
+                          Literal(None, pa.bool_())], Literal(False, pa.bool_()))
+
+    def _op(self, name: str, args: list[Expr]) -> Expr:
+        return resolve_operator(name, args, self.options)
 
     def _parameter(self, node: exp.Placeholder) -> Literal:
         """``:name`` as a typed literal of its bound value (never pasted into SQL text)."""
@@ -1221,6 +1297,11 @@ def _where(node: exp.Expression | None) -> str:
 
 
 __all__ = ["Binder", "Scope"]
+
+
+_QUANTIFIED = {exp.EQ: "eq", exp.NEQ: "neq", exp.GT: "gt", exp.GTE: "gte", exp.LT: "lt",
+               exp.LTE: "lte"}
+_COMPLEMENT = {"eq": "neq", "neq": "eq", "gt": "lte", "gte": "lt", "lt": "gte", "lte": "gt"}
 
 
 def _is_comma(join: exp.Join) -> bool:

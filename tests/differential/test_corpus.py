@@ -27,13 +27,6 @@ BIG_CONFIGS = [
 
 # Valid SQL that plansight rejects with NotSupportedError (a known gap, named by the error).
 NOT_SUPPORTED: set[str] = {
-    # correlation through a non-equality into an aggregate / a mark join
-    "SELECT id, (SELECT count(*) FROM u WHERE u.k = t.k AND u.w > t.v) FROM t",
-    "SELECT id, EXISTS (SELECT 1 FROM u WHERE u.w > t.v) FROM t",
-    "SELECT id, (SELECT max(v) FROM t AS t2 WHERE t2.k = t.k AND t2.id <> t.id) FROM t",
-    # quantified comparisons and recursive CTEs
-    "SELECT u.name FROM u WHERE u.w > ALL (SELECT v FROM t WHERE t.k = u.k AND v IS NOT NULL)",
-    "SELECT u.name FROM u WHERE u.w < ANY (SELECT v FROM t WHERE t.k = u.k)",
     "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT * FROM r",
 }
 

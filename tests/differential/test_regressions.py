@@ -132,6 +132,39 @@ CASES = {
         "AS c0 FROM t t2) d",
     "filter-null-of-integer-type":
         "SELECT count(*) FILTER (WHERE COALESCE(NULL, NULL)), min(k) FROM t",
+    # quantified comparisons (issue #12 item 4)
+    "greater-than-all": "SELECT k, a > ALL (SELECT a FROM tn) FROM t",
+    "greater-than-any": "SELECT k, a > ANY (SELECT a FROM tn) FROM t",
+    "less-than-all-no-nulls": "SELECT k, a < ALL (SELECT a FROM tn WHERE a IS NOT NULL) FROM t",
+    "any-all-over-empty": "SELECT k, a <= ANY (SELECT a FROM e), a >= ALL (SELECT a FROM e) "
+                          "FROM t",
+    "eq-neq-any-all": "SELECT k, a = ANY (SELECT a FROM tn), a <> ALL (SELECT a FROM tn), "
+                      "a <> ANY (SELECT a FROM tn), a = ALL (SELECT a FROM tn) FROM t",
+    "correlated-all-in-where":
+        "SELECT k FROM t WHERE a > ALL (SELECT t2.a - 1 FROM t t2 WHERE t2.k = t.k)",
+    "any-over-grouped-subquery": "SELECT k, a < ANY (SELECT max(a) FROM tn GROUP BY a) FROM t",
+    "string-greater-than-all": "SELECT k, s > ALL (SELECT s FROM t t2 WHERE t2.k < 3) FROM t",
+    # correlation by any predicate (issue #12 item 4)
+    "non-equality-correlated-count": "SELECT k, (SELECT count(*) FROM t t2 WHERE t2.k < t.k) "
+                                     "FROM t",
+    "non-equality-correlated-sum": "SELECT k, (SELECT sum(t2.a) FROM t t2 WHERE t2.k < t.a) "
+                                   "FROM t",
+    "non-equality-correlated-count-expression":
+        "SELECT k, (SELECT count(*) + 1 FROM t t2 WHERE t2.k < t.a AND t2.s <> t.s) FROM t",
+    "non-equality-correlated-in-where":
+        "SELECT k FROM t WHERE (SELECT max(t2.a) FROM t t2 WHERE t2.k <> t.k) > 1",
+    "not-any-non-equality":
+        "SELECT k FROM t WHERE NOT (a >= ANY (SELECT t2.a FROM t t2 WHERE t2.k <> t.k))",
+    "exists-non-equality-in-select":
+        "SELECT k, EXISTS (SELECT 1 FROM t t2 WHERE t2.k > t.k) FROM t",
+    "not-exists-non-equality-in-select":
+        "SELECT k, NOT EXISTS (SELECT 1 FROM tn WHERE tn.a > t.a) FROM t",
+    "in-non-equality-in-select":
+        "SELECT k, a IN (SELECT t2.a FROM t t2 WHERE t2.k <> t.k) FROM t",
+    "not-in-non-equality-in-select":
+        "SELECT k, a NOT IN (SELECT t2.a FROM t t2 WHERE t2.k < t.k) FROM t",
+    "in-non-equality-under-or":
+        "SELECT k FROM t WHERE a IN (SELECT t2.a FROM t t2 WHERE t2.k <> t.k) OR k = 2",
 }
 
 
