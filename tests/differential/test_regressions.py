@@ -132,6 +132,13 @@ CASES = {
         "AS c0 FROM t t2) d",
     "filter-null-of-integer-type":
         "SELECT count(*) FILTER (WHERE COALESCE(NULL, NULL)), min(k) FROM t",
+    "case-of-nulls-is-null-typed": "SELECT k, upper(CASE 'zz' WHEN s THEN NULL END), "
+                                   "CASE WHEN k > 1 THEN NULL END || 'x' FROM t",
+    "case-of-nulls-compared-with-string":
+        "SELECT k FROM t WHERE CASE 'a' WHEN 'zz' THEN NULL END > 'A'",
+    "typed-null-branch-keeps-its-type":
+        "SELECT min(CASE WHEN s = 'a' THEN CAST(NULL AS DATE) END) FROM t",
+    "typed-null-in-list": "SELECT k FROM t WHERE k IN (CAST(NULL AS BIGINT), 2)",
     # quantified comparisons (issue #12 item 4)
     "greater-than-all": "SELECT k, a > ALL (SELECT a FROM tn) FROM t",
     "greater-than-any": "SELECT k, a > ANY (SELECT a FROM tn) FROM t",

@@ -80,6 +80,8 @@ def bind_case(conditions: list[Expr], values: list[Expr], default: Expr | None) 
     for a simple CASE)."""
     conditions = [as_condition(c, "CASE WHEN") for c in conditions]
     branches = values + ([default] if default is not None else [])
+    if all(T.is_null_type(b.type) for b in branches):  # only NULLs: the NULL type (DuckDB)
+        return Literal(None, pa.null())
     typed, target = T.unify(branches, "CASE", cast=cast_expr)
     if T.is_null_type(target):
         target = pa.int32()
@@ -118,9 +120,9 @@ def case_kernel(args: list[Value], call_: Call) -> Value:
 def bind_coalesce(args: list[Expr], options: Mapping[str, Any]) -> Expr:
     if not args:
         raise PlanError("coalesce needs at least one argument")
+    if all(T.is_null_type(a.type) for a in args):  # only NULLs: the NULL type (DuckDB)
+        return Literal(None, pa.null())
     typed, target = T.unify(args, "COALESCE", cast=cast_expr)
-    if T.is_null_type(target):
-        return Literal(None, pa.int32())
     return call("coalesce", typed, target)
 
 
@@ -138,7 +140,7 @@ def bind_nullif(args: list[Expr], options: Mapping[str, Any]) -> Expr:
     typed, target = unify_operands([a, b], "NULLIF")
     result = call("nullif", typed, target)
     if T.is_null_type(a.type):
-        return Literal(None, pa.int32())
+        return Literal(None, pa.null())
     return result if a.type == target else cast_expr(result, a.type)
 
 
@@ -153,9 +155,9 @@ def _extreme_binder(func: str):
     def bind(args: list[Expr], options: Mapping[str, Any]) -> Expr:
         if not args:
             raise PlanError(f"{func} needs at least one argument")
+        if all(T.is_null_type(a.type) for a in args):  # only NULLs: the NULL type (DuckDB)
+            return Literal(None, pa.null())
         typed, target = T.unify(args, func.upper(), cast=cast_expr)
-        if T.is_null_type(target):
-            return Literal(None, pa.int32())
         if T.is_interval(target) or not (can_cast(target, pa.string())):
             raise PlanError(f"{func} does not support {T.type_name(target)}")
         return call(func, typed, target)

@@ -318,9 +318,9 @@ def unify(args: Sequence[Expr], context: str, *, cast) -> tuple[list[Expr], pa.D
     (``tinyint_col + 1`` stays TINYINT). ``cast`` is ``cast_expr`` (passed in to avoid an
     import cycle).
     """
-    # NULL literals and NULL-typed expressions (a VALUES column of NULLs) take any type
-    typed = [a for a in args if not is_null_literal(a) and not is_null_type(a.type)
-             and not is_string_literal(a)]
+    # untyped NULLs (literals and NULL-typed expressions such as a VALUES column of NULLs)
+    # take any type; a typed NULL (CAST(NULL AS DATE)) keeps its own
+    typed = [a for a in args if not is_null_type(a.type) and not is_string_literal(a)]
     if not typed:
         strings = [a for a in args if is_string_literal(a)]
         target = pa.string() if strings else pa.null()
@@ -331,7 +331,7 @@ def unify(args: Sequence[Expr], context: str, *, cast) -> tuple[list[Expr], pa.D
         # integer literals do not widen an integer column's type if they fit it
         if non_literal and is_integer(target):
             for lit in typed:
-                if not isinstance(lit, Literal):
+                if not isinstance(lit, Literal) or lit.value is None:
                     continue
                 if not is_integer(lit.type) or not literal_fits(lit.value, target):
                     target = common_supertype([target, lit.type], context)
