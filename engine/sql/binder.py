@@ -15,7 +15,7 @@ columns that their Aggregate / Window nodes produce.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
 
@@ -48,6 +48,7 @@ from plansight.engine.logical.expr import (
     walk,
 )
 from plansight.engine.optimizer.fold_constants import fold
+from plansight.engine.optimizer.rewrite import map_expressions
 from plansight.engine.sql.functions import bind_scalar_node
 from plansight.engine.sql.table_functions import file_kind, open_files, table_function_source
 
@@ -803,8 +804,7 @@ class Binder:
         if isinstance(node, exp.Not) and isinstance(node.this, (exp.Exists, exp.In)):
             inner = bind(node.this)
             if isinstance(inner, SubqueryExpr):
-                from dataclasses import replace as _replace
-                return _replace(inner, negated=not inner.negated)
+                return replace(inner, negated=not inner.negated)
             return self._typed_call("not", [inner])
         if isinstance(node, exp.Grouping):
             if not isinstance(collector, _Collector):
@@ -1304,6 +1304,42 @@ _QUANTIFIED = {exp.EQ: "eq", exp.NEQ: "neq", exp.GT: "gt", exp.GTE: "gte", exp.L
 _COMPLEMENT = {"eq": "neq", "neq": "eq", "gt": "lte", "gte": "lt", "lt": "gte", "lte": "gt"}
 
 
+def _referenced_columns(expr: Expr):
+    """The columns ``expr`` reads, also those a subquery in it correlates with."""
+    for e in walk(expr):
+        if isinstance(e, Column):
+            yield e
+        elif isinstance(e, SubqueryExpr):
+            yield from _plan_references(e.plan)
+
+
+def _rename_references(expr: Expr, mapping: dict[int, Column]) -> Expr:
+    """``expr`` reading ``mapping[id]`` for each column id in ``mapping``, also where a
+    subquery in it correlates with that column."""
+    def visit(e: Expr) -> Expr:
+        if isinstance(e, Column):
+            return mapping.get(e.id, e)
+        if isinstance(e, SubqueryExpr):
+            needle = _rename_references(e.needle, mapping) if e.needle is not None else None
+            return replace(e, plan=_rename_plan(e.plan, mapping), needle=needle)
+        return e
+    return _transform_top_down(expr, visit)
+
+
+def _rename_plan(plan: lp.LogicalPlan, mapping: dict[int, Column]) -> lp.LogicalPlan:
+    inputs = plan.inputs()
+    if inputs:
+        plan = plan.with_inputs(tuple(_rename_plan(i, mapping) for i in inputs))
+    return map_expressions(plan, lambda e: _rename_references(e, mapping))
+
+
+def _plan_references(plan: lp.LogicalPlan):
+    for e in plan.expressions():
+        yield from _referenced_columns(e)
+    for child in plan.inputs():
+        yield from _plan_references(child)
+
+
 def _is_comma(join: exp.Join) -> bool:
     """Whether ``join`` is a comma in the FROM list (sqlglot gives an explicit JOIN, even a
     bare one, a ``pivots`` slot; a comma item has none)."""
@@ -1361,8 +1397,9 @@ def _plan_grouping_sets(plan, group_exprs, grouping_sets, collector):
     def nulled(members: list[int]) -> list[Expr]:
         return [e if i in members else Literal(None, e.type) for i, e in enumerate(group_exprs)]
 
-    used = tuple(dict.fromkeys(e for call in collector.aggregates for e in walk(call)
-                               if isinstance(e, Column) and e in plan.columns))
+    inputs = set(plan.columns)
+    used = tuple(dict.fromkeys(e for call in collector.aggregates
+                               for e in _referenced_columns(call) if e in inputs))
     copies = []
     for number, members in enumerate(grouping_sets):
         if members:
@@ -1373,9 +1410,8 @@ def _plan_grouping_sets(plan, group_exprs, grouping_sets, collector):
     if copies:
         union = lp.Union(tuple(copies), fresh(copies[0].columns))
         n = len(keys) + 1 + len(marks)
-        moved = dict(zip(used, union.columns[n:]))
-        aggregates = tuple(_transform_top_down(call, lambda e: moved.get(e, e))
-                           for call in collector.aggregates)
+        moved = {c.id: m for c, m in zip(used, union.columns[n:])}
+        aggregates = tuple(_rename_references(call, moved) for call in collector.aggregates)
         parts.append(lp.Aggregate(union, union.columns[:n], fresh(outputs[:n]), aggregates,
                                   fresh(collector.aggregate_columns)))
     for number, members in enumerate(grouping_sets):

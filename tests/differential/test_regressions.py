@@ -139,6 +139,14 @@ CASES = {
     "typed-null-branch-keeps-its-type":
         "SELECT min(CASE WHEN s = 'a' THEN CAST(NULL AS DATE) END) FROM t",
     "typed-null-in-list": "SELECT k FROM t WHERE k IN (CAST(NULL AS BIGINT), 2)",
+    "in-list-of-columns-nan": "SELECT DISTINCT x IN (x) FROM f",
+    "in-list-of-columns-and-constants": "SELECT x, x IN (x, 1.0) FROM f",
+    "exists-in-aggregate-filter-under-cube":
+        "SELECT SUM(a) FILTER (WHERE EXISTS (SELECT 1 FROM t t2 WHERE t2.s = t.s)) FROM t "
+        "GROUP BY CUBE (k)",
+    "correlated-subquery-in-aggregate-under-rollup":
+        "SELECT k, SUM(a + (SELECT max(t2.a) FROM t t2 WHERE t2.s = t.s)) FROM t "
+        "GROUP BY ROLLUP (k)",
     # quantified comparisons (issue #12 item 4)
     "greater-than-all": "SELECT k, a > ALL (SELECT a FROM tn) FROM t",
     "greater-than-any": "SELECT k, a > ANY (SELECT a FROM tn) FROM t",

@@ -165,8 +165,9 @@ def in_list_kernel(args: list[Value], call_: Call) -> Value:
         if has_null:
             found = pc.if_else(found, True, pa.scalar(None, pa.bool_()))
         result = found
-    for column in columns:
-        hit = pc.equal(needle, column)
+    for column in columns:  # NaN = NaN and -0.0 = 0.0, like '='
+        hit = _float_comparison("eq", needle, column) if T.is_float(needle.type) else \
+            pc.equal(needle, column)
         result = hit if result is None else pc.or_kleene(result, hit)
     return result
 
