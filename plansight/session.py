@@ -111,6 +111,7 @@ OPTIONS = {
     "spill_merge_fan_in": _positive_int("spill_merge_fan_in"),
     "dynamic_filter_max_keys": _non_negative_int("dynamic_filter_max_keys"),
     "optimizer": _boolean("optimizer"),  # false: only the rules a plan needs (reference plans)
+    "recursive_cte_max_iterations": _positive_int("recursive_cte_max_iterations"),
 }
 _ALIASES = {"threads": "target_partitions", "temp_directory": "spill_dir"}
 

@@ -49,6 +49,8 @@ class SessionConfig:
     #: False: only the logical rules a plan needs (decorrelation); the reference plan the
     #: differential fuzzer compares the optimized one with.
     optimizer: bool = True
+    #: WITH RECURSIVE stops with an error after this many iterations without a fixpoint.
+    recursive_cte_max_iterations: int = 1000
 
     def copy(self) -> SessionConfig:
         return SessionConfig(**self.__dict__)

@@ -257,6 +257,47 @@ class Union(LogicalPlan):
         return "Union"
 
 
+@dataclass(frozen=True, eq=False)
+class WorkTable(LogicalPlan):
+    """Inside a recursive CTE's recursive term: the rows the previous iteration produced."""
+
+    name: str
+    work_columns: tuple[Column, ...]
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return self.work_columns
+
+    def display(self) -> str:
+        return f"WorkTable: {self.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class RecursiveCTE(LogicalPlan):
+    """WITH RECURSIVE: ``anchor``, then ``recursive`` over the previous iteration's rows
+    (``work``) until an iteration adds none. ``distinct`` (UNION) keeps only rows not seen
+    before; UNION ALL keeps every row."""
+
+    anchor: LogicalPlan
+    recursive: LogicalPlan
+    work: WorkTable
+    outputs: tuple[Column, ...]
+    distinct: bool
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return self.outputs
+
+    def inputs(self):
+        return (self.anchor, self.recursive)
+
+    def with_inputs(self, inputs):
+        return replace(self, anchor=inputs[0], recursive=inputs[1])
+
+    def display(self) -> str:
+        return f"RecursiveCTE: {self.work.name}{' distinct' if self.distinct else ''}"
+
+
 def format_plan(plan: LogicalPlan, indent: int = 0) -> str:
     """Indented text of a logical plan (tests and debugging)."""
     lines = ["  " * indent + plan.display()]

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
+from plansight.engine.catalog import MemorySource
 from plansight.engine.errors import InternalError
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.functions.aggregate import AggregateSpec, is_decomposable, partial_specs
@@ -35,12 +36,14 @@ from plansight.engine.physical.joins.nested_loop_join import NestedLoopJoinExec
 from plansight.engine.physical.limit import GlobalLimitExec
 from plansight.engine.physical.plan import ExecutionPlan, hash_distribution, ordering_satisfies
 from plansight.engine.physical.projection import ProjectionExec
+from plansight.engine.physical.recursive_query import RecursiveQueryExec
 from plansight.engine.physical.scan import DataSourceExec
 from plansight.engine.physical.sorts.sort import SortExec
 from plansight.engine.physical.sorts.sort_preserving_merge import SortPreservingMergeExec
 from plansight.engine.physical.union import UnionExec
 from plansight.engine.physical.values import ValuesExec
 from plansight.engine.physical.windows.planning import plan_window, stacked_windows
+from plansight.engine.physical_optimizer import optimize_physical
 
 _SWAPPED = {"inner": "inner", "left": "right", "right": "left", "full": "full",
             "semi": "right_semi", "anti": "right_anti"}
@@ -62,6 +65,26 @@ class PhysicalPlanner:
         if method is None:
             raise InternalError(f"no physical plan for {type(node).__name__}")
         return method(node)
+
+    def _plan_recursivecte(self, node: lp.RecursiveCTE) -> ExecutionPlan:
+        anchor = self.plan(node.anchor)
+        work = node.work
+        names = tuple(f"c{i}" for i in range(len(work.columns)))
+
+        def make_recursive(rows: pa.Table) -> ExecutionPlan:
+            """The recursive term over ``rows`` in place of the work table, planned anew."""
+            source = MemorySource(rows.rename_columns(list(names)))
+            scan = lp.TableScan(work.name, source, work.columns, names)
+            logical = lp.transform_plan(node.recursive,
+                                        lambda n: scan if n is work else n)
+            return optimize_physical(PhysicalPlanner(self.config).plan(logical), self.config)
+
+        return RecursiveQueryExec(anchor, make_recursive, schema_of(node.columns),
+                                  node.distinct, self.config.recursive_cte_max_iterations,
+                                  work.name)
+
+    def _plan_worktable(self, node: lp.WorkTable) -> ExecutionPlan:
+        raise InternalError("a work table is planned by its recursive CTE")
 
     def _plan_tablescan(self, node: lp.TableScan) -> ExecutionPlan:
 

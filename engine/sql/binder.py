@@ -157,6 +157,8 @@ class Binder:
         # scalar subqueries by (scope, SQL text): one subquery written twice (in SELECT and
         # GROUP BY) binds to one expression, so the two compare equal
         self._scalar_subqueries: dict[tuple[int, str], tuple[Scope, SubqueryExpr]] = {}
+        self._recursive_ctes: set[int] = set()  # ids of the CTE nodes under WITH RECURSIVE
+        self._work_tables: dict[str, lp.WorkTable] = {}  # recursive terms being bound
 
     # -- statements -----------------------------------------------------------
     def bind_statement(self, node: exp.Expression) -> lp.LogicalPlan:
@@ -184,13 +186,13 @@ class Binder:
     def bind_query(self, node: exp.Expression, outer: Scope | None) -> lp.LogicalPlan:
         with_ = node.args.get("with_") or node.args.get("with")
         if with_ is not None:
-            if with_.args.get("recursive"):
-                raise NotSupportedError("WITH RECURSIVE is not supported yet")
             frame: dict[str, exp.Expression] = {}
             self.ctes.append(frame)
             try:
                 for cte in with_.expressions:
                     frame[cte.alias_or_name.lower()] = cte
+                    if with_.args.get("recursive"):
+                        self._recursive_ctes.add(id(cte))
                 node = node.copy()
                 node.set("with_", None)
                 node.set("with", None)
@@ -245,7 +247,14 @@ class Binder:
             if cte is not None:
                 cte_aliases = [c.name for c in cte.args["alias"].columns] \
                     if cte.args.get("alias") is not None and cte.args["alias"].columns else []
-                plan = self.bind_query(cte.this, None)
+                work = self._work_tables.get(name.lower())
+                if work is not None:  # the recursive term reads the previous iteration
+                    plan = self._rename(work, column_aliases)
+                    return self._add_scope(plan, scope, node.alias or name)
+                if id(cte) in self._recursive_ctes:
+                    plan = self._bind_recursive(cte, name.lower(), cte_aliases)
+                else:
+                    plan = self.bind_query(cte.this, None)
                 plan = self._rename(plan, column_aliases or cte_aliases)
                 return self._add_scope(plan, scope, node.alias or name)
             source = self._lookup_table(name, node)
@@ -288,6 +297,37 @@ class Binder:
             return self.bind_query(view.query, None)
         finally:
             self.ctes = saved
+
+    def _bind_recursive(self, cte: exp.Expression, name: str, aliases: list[str]
+                        ) -> lp.LogicalPlan:
+        """A CTE of WITH RECURSIVE: ``anchor UNION [ALL] recursive term``, where the
+        recursive term names the CTE (the previous iteration's rows). A CTE that does not
+        name itself is an ordinary one."""
+        body = cte.this
+        refers = any(isinstance(t, exp.Table) and t.name.lower() == name
+                     for t in body.expression.find_all(exp.Table)) \
+            if isinstance(body, exp.Union) else False
+        if not refers:
+            return self.bind_query(body, None)
+        if name in self._work_tables:
+            raise NotSupportedError(f"recursive CTE {name!r} nested in its own recursion")
+        anchor = self._rename(self.bind_query(body.this, None), aliases)
+        work = lp.WorkTable(name, tuple(Column(next_id(), c.name, c.type)
+                                        for c in anchor.columns))
+        self._work_tables[name] = work
+        try:
+            recursive = self.bind_query(body.expression, None)
+        finally:
+            del self._work_tables[name]
+        if len(recursive.columns) != len(anchor.columns):
+            raise PlanError(f"recursive CTE {name!r}: the recursive term returns "
+                            f"{len(recursive.columns)} columns, the anchor "
+                            f"{len(anchor.columns)}")
+        types = [c.type for c in anchor.columns]
+        recursive = self._cast_columns(recursive, types, cast_expr)
+        outputs = tuple(Column(next_id(), c.name, c.type) for c in anchor.columns)
+        distinct = body.args.get("distinct", True) is not False
+        return lp.RecursiveCTE(anchor, recursive, work, outputs, distinct)
 
     def _find_cte(self, name: str) -> exp.Expression | None:
         for frame in reversed(self.ctes):

@@ -26,9 +26,7 @@ BIG_CONFIGS = [
 ]
 
 # Valid SQL that plansight rejects with NotSupportedError (a known gap, named by the error).
-NOT_SUPPORTED: set[str] = {
-    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT * FROM r",
-}
+NOT_SUPPORTED: set[str] = set()
 
 
 def _cases(big: bool):

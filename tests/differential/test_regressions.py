@@ -180,6 +180,27 @@ CASES = {
         "SELECT k, a NOT IN (SELECT t2.a FROM t t2 WHERE t2.k < t.k) FROM t",
     "in-non-equality-under-or":
         "SELECT k FROM t WHERE a IN (SELECT t2.a FROM t t2 WHERE t2.k <> t.k) OR k = 2",
+    # WITH RECURSIVE (issue #12 item 4)
+    "recursive-union-all": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
+                           "WHERE n < 5) SELECT * FROM r",
+    "recursive-union-reaches-fixpoint": "WITH RECURSIVE r(n) AS (SELECT 1 UNION "
+                                        "SELECT (n % 3) + 1 FROM r) SELECT * FROM r",
+    "recursive-over-a-table": "WITH RECURSIVE r AS (SELECT k, a FROM t UNION ALL "
+                              "SELECT r.k + 10, r.a FROM r WHERE r.k < 30) SELECT * FROM r",
+    "recursive-null-row-union": "WITH RECURSIVE r(x) AS (SELECT NULL::INTEGER UNION "
+                                "SELECT x FROM r) SELECT * FROM r",
+    "recursive-fibonacci": "WITH RECURSIVE fib(a, b, i) AS (SELECT 0::BIGINT, 1::BIGINT, 1 "
+                           "UNION ALL SELECT b, a + b, i + 1 FROM fib WHERE i < 20) "
+                           "SELECT a, i FROM fib ORDER BY i",
+    "recursive-graph-reachability":
+        "WITH RECURSIVE reach(x) AS (SELECT 1 UNION SELECT c.z FROM reach JOIN "
+        "(SELECT x AS y, x + 1 AS z FROM a UNION ALL SELECT 3, 1) c ON c.y = reach.x) "
+        "SELECT * FROM reach",
+    "recursive-cte-used-twice": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 "
+                                "FROM r WHERE n < 3) SELECT r1.n, r2.n FROM r r1, r r2",
+    "recursive-cte-under-another-cte":
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3), "
+        "s AS (SELECT n * 2 AS m FROM r) SELECT * FROM s",
 }
 
 
@@ -197,3 +218,18 @@ def test_regression(sql: str, partitions: int, batch_size: int) -> None:
 def _expected(sql: str) -> pa.Table:
     """DuckDB's answer, once per query (it does not depend on partitions or batch size)."""
     return run_duckdb(sql, TABLES)
+
+
+def test_recursive_cte_without_fixpoint_stops_at_the_option():
+    import plansight as ps
+    from plansight.errors import ExecutionError
+
+    session = ps.Session(target_partitions=2)
+    session.set_option("recursive_cte_max_iterations", 50)
+    sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
+    with pytest.raises(ExecutionError, match="no fixpoint after 50 iterations"):
+        session.sql(sql).to_arrow()
+    session.set_option("recursive_cte_max_iterations", 1000)
+    bounded = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 400) " \
+              "SELECT count(*) FROM r"
+    assert session.sql(bounded).to_arrow().column(0).to_pylist() == [400]
