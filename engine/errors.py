@@ -55,8 +55,9 @@ def internal_error(error: BaseException, doing: str) -> InternalError:
     and message, what plansight was doing, and the original as ``original`` and cause.
 
     Example:
-        >>> str(internal_error(IndexError("index -1 is out of bounds"), "planning"))
-        'IndexError: index -1 is out of bounds (while planning); this is a bug in plansight, please report it with the query'
+        >>> error = internal_error(IndexError("index -1 is out of bounds"), "planning")
+        >>> str(error).split(";")[0], type(error.original).__name__
+        ('IndexError: index -1 is out of bounds (while planning)', 'IndexError')
     """
     wrapped = InternalError(f"{type(error).__name__}: {error} (while {doing}); this is a bug "
                             "in plansight, please report it with the query")

@@ -196,11 +196,11 @@ class Query:
             if isinstance(error, Cancelled):
                 if bus.active:
                     bus.publish(QueryCancelled())
-                raise error
+                raise error from None
             error = as_plansight_error(error)
             if bus.active:
                 bus.publish(QueryFailed(str(error)))
-            raise error  # its __cause__ is the original error (as_plansight_error)
+            raise error from error.__cause__  # the original error (as_plansight_error)
         finally:
             ctx.cleanup()
         table = table.rename_columns(self.column_names)

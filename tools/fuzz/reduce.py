@@ -31,7 +31,7 @@ def _mutations(tree: exp.Expression):
                     yield index, f"clause:{clause}"
         if isinstance(node, (exp.Condition, exp.Func)) and not isinstance(
                 node, (exp.Column, exp.Literal, exp.Star, exp.Boolean)):
-            for position, child in enumerate(c for c in node.iter_expressions()
+            for position, _child in enumerate(c for c in node.iter_expressions()
                                              if isinstance(c, exp.Expression)):
                 yield index, f"child:{position}"
             if isinstance(node, (exp.Predicate, exp.Connector, exp.Not, exp.Exists,
