@@ -29,6 +29,7 @@ from plansight.engine.logical.expr import (
     Expr,
     Literal,
     SubqueryExpr,
+    WindowCall,
     columns_of,
     conjunction,
     next_id,
@@ -494,6 +495,8 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
         if isinstance(node, (lp.Sort,)):
             child, pulled = pull(node.input)
             return replace(node, input=child), pulled
+        if isinstance(node, lp.Limit):
+            return pull_limit(node)
         if isinstance(node, lp.Join) and node.kind in ("inner", "cross"):
             left, pl = pull(node.left)
             right, pr = pull(node.right)
@@ -504,6 +507,33 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
             left, pl = pull(node.left)
             return replace(node, left=left), pl
         return node, []
+
+    def pull_limit(node: lp.Limit) -> tuple[lp.LogicalPlan, list[Expr]]:
+        """LIMIT (after ORDER BY) per correlated group: ``row_number() OVER (PARTITION BY
+        the inner sides of the correlating equalities ORDER BY ...)`` within the limit."""
+        below = node.input
+        sort = below if isinstance(below, lp.Sort) and below.fetch is None else None
+        child, pulled = pull(sort.input if sort is not None else below)
+        if not pulled:
+            rebuilt = replace(sort, input=child) if sort is not None else child
+            return replace(node, input=rebuilt), []
+        partition = []
+        for p in pulled:
+            inner_side = _equality_inner_side(p, inner_ids)
+            if inner_side is None:
+                raise NotSupportedError("a correlated subquery with LIMIT may only correlate "
+                                        f"through equality conditions; found: {p}")
+            partition.append(inner_side)
+        number = Column(next_id(), "__row", pa.int64())
+        window = lp.Window(child, (WindowCall("row_number", (), pa.int64(), tuple(partition),
+                                              sort.keys if sort is not None else ()),),
+                           (number,))
+        bounds = [resolve_operator("gt", [number, Literal(node.skip, pa.int64())], {})]
+        if node.fetch is not None:
+            bounds.append(resolve_operator(
+                "lte", [number, Literal(node.skip + node.fetch, pa.int64())], {}))
+        kept = lp.Filter(window, conjunction(bounds))
+        return lp.Projection(kept, child.columns, child.columns), pulled
 
     new_plan, pulled = pull(plan)
     leftover = produced_ids(new_plan)

@@ -273,7 +273,8 @@ class Binder:
             return self._scan_source(source, name, node, column_aliases, scope)
         if isinstance(node, exp.Subquery):
             inner = node.this
-            plan = self.bind_query(inner, outer if node.args.get("lateral") else None)
+            # a derived table sees the enclosing queries (correlation), not its FROM siblings
+            plan = self.bind_query(inner, outer)
             plan = self._order_limit_only(node, plan, None)
             plan = self._rename(plan, column_aliases)
             return self._add_scope(plan, scope, alias or None)
@@ -421,7 +422,13 @@ class Binder:
             condition = self.bind_expr(join.args["on"], scope)
             self._no_aggregates(condition, "JOIN conditions")
         if any(isinstance(e, SubqueryExpr) for e in walk(condition)):
-            raise NotSupportedError("subqueries in JOIN ... ON conditions are not supported yet")
+            if join_kind == "inner":  # a filter over the cross product, where subqueries
+                # are decorrelated like in WHERE
+                plan = lp.Filter(lp.Join(left, right, "cross"),
+                                 self._boolean(condition, "JOIN ... ON"))
+                return self._merge_using_columns(plan, merged, scope) if merged else plan
+            raise NotSupportedError("subqueries in the ON condition of an outer join are not "
+                                    "supported yet")
         plan = lp.Join(left, right, join_kind, (), condition)
         if merged:
             plan = self._merge_using_columns(plan, merged, scope)

@@ -180,6 +180,24 @@ CASES = {
         "SELECT k, a NOT IN (SELECT t2.a FROM t t2 WHERE t2.k < t.k) FROM t",
     "in-non-equality-under-or":
         "SELECT k FROM t WHERE a IN (SELECT t2.a FROM t t2 WHERE t2.k <> t.k) OR k = 2",
+    "subquery-in-inner-join-on": "SELECT * FROM a JOIN b ON a.x = b.y AND b.y IN "
+                                 "(SELECT z FROM c)",
+    "correlated-scalar-in-join-on":
+        "SELECT * FROM a JOIN b ON a.x < (SELECT max(z) FROM c WHERE c.z > b.y)",
+    "exists-in-join-on": "SELECT * FROM a INNER JOIN b ON EXISTS (SELECT 1 FROM c "
+                         "WHERE c.z = a.x + b.y)",
+    "correlated-order-by-limit":
+        "SELECT k, (SELECT t2.s FROM t t2 WHERE t2.k = t.k ORDER BY t2.a LIMIT 1) FROM t",
+    "correlated-limit-offset":
+        "SELECT k, (SELECT t2.k FROM t t2 WHERE t2.s = t.s ORDER BY t2.k DESC LIMIT 1 "
+        "OFFSET 1) FROM t",
+    "exists-with-limit": "SELECT k FROM t WHERE EXISTS (SELECT 1 FROM t t2 WHERE t2.k = t.k "
+                         "LIMIT 1)",
+    "correlated-derived-table":
+        "SELECT k, (SELECT max(x.a) FROM (SELECT t2.a FROM t t2 WHERE t2.k = t.k) x) FROM t",
+    "correlated-derived-table-with-limit":
+        "SELECT k, (SELECT count(*) FROM (SELECT * FROM t t2 WHERE t2.k = t.k LIMIT 1) x) "
+        "FROM t",
     # WITH RECURSIVE (issue #12 item 4)
     "recursive-union-all": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
                            "WHERE n < 5) SELECT * FROM r",
