@@ -76,7 +76,11 @@ class TaskContext:
         return self.config.batch_size
 
     def check_cancelled(self) -> None:
+        """Raise when the query must stop: its first real error if it failed (so a thread
+        that notices the stop reports the cause), Cancelled if the user cancelled it."""
         if self.cancelled.is_set():
+            if self.failure is not None:
+                raise self.failure
             raise Cancelled("query cancelled")
 
     def fail(self, error: BaseException) -> BaseException:

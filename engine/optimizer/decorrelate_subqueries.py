@@ -76,7 +76,8 @@ def _rewrite_node(node: lp.LogicalPlan) -> lp.LogicalPlan:
     if isinstance(node, lp.Projection) and any(_has_subquery(e) for e in node.exprs):
         plan, exprs = _replace_subqueries(node.input, list(node.exprs))
         return lp.Projection(plan, tuple(exprs), node.outputs)
-    if isinstance(node, lp.Aggregate) and any(_has_subquery(e) for e in node.expressions()):
+    if isinstance(node, (lp.Aggregate, lp.Window)) and any(
+            _has_subquery(e) for e in node.expressions()):
         return _project_subqueries_below(node)
     for expr in node.expressions():
         if _has_subquery(expr):
@@ -85,9 +86,10 @@ def _rewrite_node(node: lp.LogicalPlan) -> lp.LogicalPlan:
     return node
 
 
-def _project_subqueries_below(node: lp.Aggregate) -> lp.Aggregate:
-    """GROUP BY keys and aggregate arguments holding subqueries are computed by a projection
-    under the aggregate (where the projection rule decorrelates them) and read as columns."""
+def _project_subqueries_below(node: lp.Aggregate | lp.Window) -> lp.LogicalPlan:
+    """GROUP BY keys, aggregate and window arguments (and window keys) holding subqueries
+    are computed by a projection under the node (where the projection rule decorrelates
+    them) and read as columns."""
     computed: dict[Expr, Column] = {}
 
     def column_for(expr: Expr) -> Expr:
@@ -97,13 +99,21 @@ def _project_subqueries_below(node: lp.Aggregate) -> lp.Aggregate:
             computed[expr] = Column(next_id(), "__subquery", expr.type)
         return computed[expr]
 
-    groups = tuple(column_for(e) for e in node.group_exprs)
-    aggregates = tuple(a.with_children(tuple(column_for(c) for c in a.children()))
-                       if any(_has_subquery(c) for c in a.children()) else a
-                       for a in node.aggregates)
+    def calls(items):
+        return tuple(a.with_children(tuple(column_for(c) for c in a.children()))
+                     if any(_has_subquery(c) for c in a.children()) else a for a in items)
+
+    if isinstance(node, lp.Window):
+        changes = {"windows": calls(node.windows)}
+    else:
+        changes = {"group_exprs": tuple(column_for(e) for e in node.group_exprs),
+                   "aggregates": calls(node.aggregates)}
     below = _rewrite_node(lp.Projection(node.input, node.input.columns + tuple(computed),
                                         node.input.columns + tuple(computed.values())))
-    return replace(node, input=below, group_exprs=groups, aggregates=aggregates)
+    rewritten = replace(node, input=below, **changes)
+    if isinstance(node, lp.Window):  # the helper columns stay below: same outputs as before
+        return lp.Projection(rewritten, node.columns, node.columns)
+    return rewritten
 
 
 def _in_single_row_as_comparison(expr: Expr) -> Expr:

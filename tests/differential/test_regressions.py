@@ -198,6 +198,12 @@ CASES = {
     "correlated-derived-table-with-limit":
         "SELECT k, (SELECT count(*) FROM (SELECT * FROM t t2 WHERE t2.k = t.k LIMIT 1) x) "
         "FROM t",
+    "subquery-in-window-argument":
+        "SELECT k, lag(a IN (SELECT t2.a FROM t t2 WHERE t2.k = t.k), 1) OVER (ORDER BY k) "
+        "FROM t",
+    "subquery-in-window-keys":
+        "SELECT k, sum((SELECT max(a) FROM tn)) OVER (PARTITION BY (SELECT 1) ORDER BY k) "
+        "FROM t",
     # WITH RECURSIVE (issue #12 item 4)
     "recursive-union-all": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
                            "WHERE n < 5) SELECT * FROM r",
