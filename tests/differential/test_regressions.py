@@ -90,6 +90,12 @@ CASES = {
                              "any_value(NULL) FROM t",
     "null-typed-aggregates-empty": "SELECT count(DISTINCT NULL), count(NULL), min(NULL) FROM e",
     "var-pop-one-infinity": "SELECT var_pop(x), var_samp(x), stddev_pop(x) FROM f WHERE x > 1",
+    "scalar-subquery-over-empty-cte":
+        "WITH c AS (SELECT a FROM e) SELECT k, (SELECT a FROM c), (SELECT count(*) FROM c) "
+        "FROM t",
+    "scalar-subquery-over-empty-filtered-cte":
+        "WITH c AS (SELECT 1 AS x WHERE false) SELECT (SELECT x FROM c) IS NULL, "
+        "(SELECT x FROM c) + 1",
     # valid SQL that was refused
     "cast-half-to-integer": "SELECT CAST(0.5 AS INTEGER), CAST(-0.5 AS BIGINT), "
                             "CAST(9.5 AS TINYINT)",
