@@ -148,6 +148,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     nan_checks: list[tuple[int, int]] = []  # (spec, position in simple) for MAX over doubles
     overflow_checks: list[tuple[int, int]] = []  # (spec, position) for SUM over integers
     single_checks: list[tuple[int, int]] = []  # (spec, position) for var_pop / stddev_pop
+    first_rows: list[tuple[int, int]] = []  # (spec, position) for first/any_value on decimals
     for i, spec in enumerate(specs):
         if spec.func == "count_star":
             simple.append((i, ([], "count_all", None)))
@@ -156,6 +157,19 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
         elif spec.distinct or spec.func in ("string_agg", "group_concat", "listagg", "median",
                                             "quantile_cont", "quantile_disc", "quantile"):
             special.append((i, spec))
+        elif _KERNEL.get(spec.func) == "first" and \
+                pa.types.is_decimal(table.schema.field(spec.column).type):
+            # Arrow's hash_first_last has no decimal kernel: the first non-NULL row's
+            # position per group (min over positions, NULL where the value is NULL), taken
+            values = table[spec.column]
+            positions = pa.array(np.arange(table.num_rows, dtype=np.int64),
+                                 mask=np.asarray(values.is_null().to_numpy(
+                                     zero_copy_only=False), dtype=bool))
+            name = f"__first_{i}"
+            work = work.append_column(name, positions)
+            first_rows.append((i, len(simple)))
+            simple.append((-1, (name, "min", pc.ScalarAggregateOptions(skip_nulls=True,
+                                                                      min_count=1))))
         elif spec.func in _KERNEL:
             column = spec.column
             t = table.schema.field(column).type
@@ -221,6 +235,10 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     for i, position in nan_checks:
         has_nan = pc.fill_null(grouped.column(n_keys + position), False)
         results[i] = pc.if_else(has_nan, pa.scalar(float("nan"), results[i].type), results[i])
+    for i, position in first_rows:
+        source = table[specs[i].column].combine_chunks()
+        rows = grouped.column(n_keys + position).combine_chunks()
+        results[i] = source.take(rows)
     for i, position in single_checks:
         one = pc.equal(grouped.column(n_keys + position), 1)
         results[i] = pc.if_else(one, pa.scalar(0.0, results[i].type), results[i])

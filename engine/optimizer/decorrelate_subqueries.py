@@ -145,6 +145,10 @@ def _always_one_row(plan: lp.LogicalPlan) -> bool:
 
 def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
     outer, sub = _with_plain_needle(outer, sub)
+    if sub.kind == "in" and sub.negated and not columns_of(sub.needle):
+        # NOT IN with a constant operand has no join key: filter on its three-valued mark
+        plan, value = _mark_subquery(outer, sub)
+        return lp.Projection(lp.Filter(plan, value), outer.columns, outer.columns)
     inner = decorrelate_subqueries(sub.plan)
     if sub.kind == "exists" and _always_one_row(inner):
         # grouping it by the correlation columns would make EXISTS false for outer rows

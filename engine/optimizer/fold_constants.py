@@ -7,7 +7,7 @@ import pyarrow as pa
 from plansight.engine.errors import PlansightError
 from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
 from plansight.engine.logical.expr import Call, Cast, Expr, Literal, is_volatile, transform
-from plansight.engine.logical.plan import LogicalPlan, transform_plan
+from plansight.engine.logical.plan import Filter, LogicalPlan, Values, transform_plan
 from plansight.engine.optimizer.rewrite import map_expressions
 
 
@@ -63,6 +63,13 @@ def _simplify_boolean(expr: Call) -> Expr | None:
 
 
 def fold_constants(plan: LogicalPlan) -> LogicalPlan:
-    """Fold every expression of every node."""
+    """Fold every expression of every node; a filter that folds to FALSE or NULL is an empty
+    relation (its input is never run, as in DuckDB: nothing below it can fail)."""
 
-    return transform_plan(plan, lambda node: map_expressions(node, fold))
+    def visit(node: LogicalPlan) -> LogicalPlan:
+        node = map_expressions(node, fold)
+        if isinstance(node, Filter) and isinstance(node.predicate, Literal) and \
+                node.predicate.value is not True:
+            return Values(node.columns, ())
+        return node
+    return transform_plan(plan, visit)

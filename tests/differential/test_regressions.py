@@ -96,6 +96,15 @@ CASES = {
     "scalar-subquery-over-empty-filtered-cte":
         "WITH c AS (SELECT 1 AS x WHERE false) SELECT (SELECT x FROM c) IS NULL, "
         "(SELECT x FROM c) + 1",
+    "not-in-constant-null-operand": "SELECT k FROM t WHERE NOT NULL IN (SELECT a FROM tn)",
+    "not-in-constant-operand": "SELECT k FROM t WHERE 1 NOT IN (SELECT a FROM tn)",
+    "not-in-constant-operand-correlated":
+        "SELECT k FROM t WHERE 5 NOT IN (SELECT a FROM tn WHERE tn.a = t.k)",
+    "any-value-of-decimal": "SELECT j, any_value(d) FROM m GROUP BY j",
+    "scalar-subquery-of-decimal-column":
+        "SELECT m.d, (SELECT m2.d FROM m m2 WHERE m2.i = m.j) FROM m",
+    "false-filter-runs-nothing-below":
+        "SELECT * FROM (SELECT sum(CAST(k * 1000 AS DECIMAL(2))) AS s FROM t) x WHERE NOT TRUE",
     # valid SQL that was refused
     "cast-half-to-integer": "SELECT CAST(0.5 AS INTEGER), CAST(-0.5 AS BIGINT), "
                             "CAST(9.5 AS TINYINT)",
