@@ -102,7 +102,7 @@ CASES = {
         "SELECT k FROM t WHERE 5 NOT IN (SELECT a FROM tn WHERE tn.a = t.k)",
     "any-value-of-decimal": "SELECT j, any_value(d) FROM m GROUP BY j",
     "scalar-subquery-of-decimal-column":
-        "SELECT m.d, (SELECT m2.d FROM m m2 WHERE m2.i = m.j) FROM m",
+        "SELECT m.d, (SELECT m2.d FROM m m2 WHERE m2.i = m.i AND m2.j = m.j) FROM m",
     "false-filter-runs-nothing-below":
         "SELECT * FROM (SELECT sum(CAST(k * 1000 AS DECIMAL(2))) AS s FROM t) x WHERE NOT TRUE",
     # valid SQL that was refused
