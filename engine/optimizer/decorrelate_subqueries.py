@@ -533,6 +533,8 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
             return replace(node, input=rebuilt), []
         partition = []
         for p in pulled:
+            if not columns_of(p) & inner_ids:
+                continue  # outer columns only: the same for every inner row
             inner_side = _equality_inner_side(p, inner_ids)
             if inner_side is None:
                 raise NotSupportedError("a correlated subquery with LIMIT may only correlate "

@@ -219,6 +219,10 @@ CASES = {
     "subquery-in-window-keys":
         "SELECT k, sum((SELECT max(a) FROM tn)) OVER (PARTITION BY (SELECT 1) ORDER BY k) "
         "FROM t",
+    "correlated-limit-outer-only-predicate":
+        "SELECT k, (SELECT t2.s FROM t t2 WHERE t.k > 1 ORDER BY t2.k LIMIT 1) FROM t",
+    "correlated-count-outer-only-predicate":
+        "SELECT k, (SELECT count(*) FROM t t2 WHERE t.k > 1) FROM t",
     # WITH RECURSIVE (issue #12 item 4)
     "recursive-union-all": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
                            "WHERE n < 5) SELECT * FROM r",
