@@ -1131,8 +1131,10 @@ class _Collector:
             if any(isinstance(e, Column) and e.id in {c.id for c in self.aggregate_columns}
                    for e in walk(a)):
                 raise PlanError(f"aggregate function calls cannot be nested: {node.sql()}")
-        if args and is_null_type(args[0].type) and name not in ("count", "count_star"):
-            # the NULL type converts to whatever the function takes (as in DuckDB)
+        if args and is_null_type(args[0].type) and name not in (
+                "count", "count_star", "min", "max", "first", "any_value", "arbitrary"):
+            # the NULL type converts to whatever the function takes (as in DuckDB); min(NULL)
+            # and the like stay of the NULL type
             fitting = pa.bool_() if name in ("bool_and", "bool_or", "every") else \
                 pa.string() if name in ("string_agg", "group_concat", "listagg") else pa.int32()
             args = (cast_expr(args[0], fitting),) + args[1:]

@@ -105,6 +105,7 @@ CASES = {
         "SELECT m.d, (SELECT m2.d FROM m m2 WHERE m2.i = m.i AND m2.j = m.j) FROM m",
     "false-filter-runs-nothing-below":
         "SELECT * FROM (SELECT sum(CAST(k * 1000 AS DECIMAL(2))) AS s FROM t) x WHERE NOT TRUE",
+    "min-of-null-is-null-typed": "SELECT k, min(NULL) FROM t GROUP BY k UNION ALL SELECT 1, 'x'",
     # valid SQL that was refused
     "cast-half-to-integer": "SELECT CAST(0.5 AS INTEGER), CAST(-0.5 AS BIGINT), "
                             "CAST(9.5 AS TINYINT)",
