@@ -94,8 +94,8 @@ class PhysicalPlanner:
                               pruning_predicates=hints, fetch=node.fetch, table=node.table)
 
     def _plan_values(self, node: lp.Values) -> ExecutionPlan:
-        if not node.columns:
-            return ValuesExec(pa.table({}))
+        if not node.columns:  # the FROM-less SELECT's one row, or none (a FALSE filter's)
+            return ValuesExec(pa.table({}), placeholder=bool(node.rows))
         one_row = pa.RecordBatch.from_pydict({"_": [None]})
         arrays = []
         for i, column in enumerate(node.columns):

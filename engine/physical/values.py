@@ -10,21 +10,23 @@ from plansight.engine.physical.plan import ExecutionPlan
 class ValuesExec(ExecutionPlan):
     name = "ValuesExec"
 
-    def __init__(self, table: pa.Table):
+    def __init__(self, table: pa.Table, placeholder: bool = True):
         super().__init__(table.schema)
         self.table = table
+        # without columns: one row (FROM-less SELECT) or none (a filter folded to FALSE)
+        self.placeholder = placeholder
 
     def with_new_children(self, children):
         return self
 
     def display(self) -> str:
         if not self.schema.names:
-            return "PlaceholderRowExec"
+            return "PlaceholderRowExec" if self.placeholder else "EmptyExec"
         return f"ValuesExec: rows={self.table.num_rows}"
 
     def _execute(self, partition, ctx):
         if not self.schema.names:
-            # a batch with one row and no columns
-            yield pa.RecordBatch.from_pydict({"_": [None]}).select([])
+            if self.placeholder:  # a batch with one row and no columns
+                yield pa.RecordBatch.from_pydict({"_": [None]}).select([])
             return
         yield from self.table.to_batches(max_chunksize=ctx.batch_size)

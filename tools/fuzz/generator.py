@@ -261,7 +261,7 @@ class QueryGenerator:
         return self.rng.choice([
             lambda: f"({a()} + {a()})", lambda: f"({a()} - {a()})",
             lambda: f"({a()} * {self.rng.choice(['2', '-1', '0', '3'])})",
-            lambda: f"abs({a()})", lambda: f"(-{a()})",
+            lambda: f"abs({a()})", lambda: f"(-({a()}))",
             lambda: f"length({self.expr('str', scope, depth)})",
             lambda: f"CAST({self.expr('dec', scope, depth)} AS INTEGER)",
             lambda: f"greatest({a()}, {a()})", lambda: f"least({a()}, {a()})",
@@ -273,7 +273,7 @@ class QueryGenerator:
         return self.rng.choice([
             lambda: f"({a()} + {a()})", lambda: f"({a()} * 1.5)", lambda: f"abs({a()})",
             lambda: f"CAST({self.expr('int', scope, depth)} AS DOUBLE)",
-            lambda: f"round({a()}, {self.rng.randint(-1, 2)})", lambda: f"(-{a()})",
+            lambda: f"round({a()}, {self.rng.randint(-1, 2)})", lambda: f"(-({a()}))",
             lambda: f"CAST({self.expr('dec', scope, depth)} AS DOUBLE)",
         ])()
 
