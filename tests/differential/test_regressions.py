@@ -106,6 +106,10 @@ CASES = {
     "false-filter-runs-nothing-below":
         "SELECT * FROM (SELECT sum(CAST(k * 1000 AS DECIMAL(2))) AS s FROM t) x WHERE NOT TRUE",
     "min-of-null-is-null-typed": "SELECT k, min(NULL) FROM t GROUP BY k UNION ALL SELECT 1, 'x'",
+    "decimal-supertype-keeps-integer-digits":
+        "SELECT sum(d) FROM m UNION ALL SELECT d FROM m UNION ALL SELECT -0.01",
+    "decimal-cast-rounding-carry": "SELECT CAST(d AS DECIMAL(3, 0)), CAST(9.99 AS DECIMAL(2,0)) "
+                                   "FROM m",
     # valid SQL that was refused
     "cast-half-to-integer": "SELECT CAST(0.5 AS INTEGER), CAST(-0.5 AS BIGINT), "
                             "CAST(9.5 AS TINYINT)",

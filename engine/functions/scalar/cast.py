@@ -243,7 +243,8 @@ def _to_decimal(value: Value, source: pa.DataType, to: pa.DataType, safe: bool) 
         ints = np.nan_to_num(array.to_numpy(zero_copy_only=False)).astype(np.int64)
         out = decimal_from_unscaled(ints, valid, to)
         return out[0] if scalar else out
-    if source.scale > to.scale:
+    if source.scale > to.scale:  # the rounding's carry may need one more integer digit
+        value = pc.cast(value, T.rounding_room(source, to.scale))
         value = pc.round(value, to.scale, round_mode="half_towards_infinity")
     digits = to.precision - to.scale
     if digits >= value.type.precision - value.type.scale:

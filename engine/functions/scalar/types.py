@@ -239,6 +239,10 @@ def _decimal_supertype(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     a, b = as_decimal(a), as_decimal(b)
     scale = max(a.scale, b.scale)
     digits = max(a.precision - a.scale, b.precision - b.scale)
+    if digits + scale > MAX_DECIMAL_PRECISION:
+        # beyond 38 digits the integer digits win and the scale gives way (as DuckDB):
+        # DECIMAL(38, 0) and DECIMAL(10, 2) meet at DECIMAL(38, 0), not DECIMAL(38, 2)
+        scale = max(0, MAX_DECIMAL_PRECISION - digits)
     return decimal_type(digits + scale, scale)
 
 
