@@ -124,7 +124,6 @@ CASES = {
         "SELECT * FROM (VALUES (NULL), (NULL)) v(x) WHERE x = 'a'",
     "sum-decimal-plus-one-caps-precision": "SELECT SUM(d) + 1, SUM(d) - 1.5, 1 - SUM(d) FROM m",
     "lag-default-takes-value-type": "SELECT k, lag(k, 1, 100.125) OVER (ORDER BY k) FROM t",
-    "lead-of-null-with-default": "SELECT k, lead(NULL, 1, 0) OVER (ORDER BY k) FROM t",
     "lead-default-rounds": "SELECT k, lead(a, 2, 7.5) OVER (ORDER BY k) FROM t",
     "group-by-expression-with-subquery":
         "SELECT a + (SELECT 1) AS g, count(*) FROM t GROUP BY a + (SELECT 1)",
