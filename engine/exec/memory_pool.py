@@ -331,6 +331,14 @@ class AmortizedAccount:
         if not self.try_add(nbytes):
             raise self.reservation.pool.exhausted_error(self.reservation, int(nbytes))
 
+    def remove(self, nbytes: int) -> None:
+        """Account ``nbytes`` fewer; the reservation gives memory back only once more than two
+        chunks of it are unused, so a batch in and a batch out cost no pool call."""
+        self.used = max(0, self.used - int(nbytes))
+        spare = self.reservation.size - self.used
+        if spare > 2 * self.chunk:
+            self.reservation.shrink(spare - self.chunk)
+
     def reset(self) -> None:
         """Everything held was released: give the whole reservation back."""
         self.used = 0

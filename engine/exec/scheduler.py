@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from plansight.engine.exec.context import TaskContext
+from plansight.engine.exec.memory_pool import AmortizedAccount
 
 _DONE = object()
 
@@ -105,6 +106,9 @@ def merge_streams_in_order(streams: list[Callable[[], Iterator]], ctx: TaskConte
         yield from streams[0]()
         return
     buffers: list[deque] = [deque() for _ in streams]  # (item, reserved bytes)
+    # accounted in chunks: a pool grant (and a ReservationChanged event) per batch would be
+    # per-batch work the event bus contract rules out
+    account = AmortizedAccount(reservation) if reservation is not None else None
     done = [False] * len(streams)
     failures: list[BaseException] = []
     head = 0  # the stream being read
@@ -118,9 +122,9 @@ def merge_streams_in_order(streams: list[Callable[[], Iterator]], ctx: TaskConte
             while not stop.is_set() and not ctx.cancelled.is_set():
                 if len(buffers[index]) < capacity:
                     break
-                if index != head and reservation is not None:
+                if index != head and account is not None:
                     size = getattr(item, "nbytes", 0)
-                    if reservation.try_grow(size):
+                    if account.try_add(size):
                         break
                     size = 0
                 changed.wait(0.05)
@@ -167,9 +171,9 @@ def merge_streams_in_order(streams: list[Callable[[], Iterator]], ctx: TaskConte
                     head += 1
                     changed.notify_all()
                     continue
+                if size:
+                    account.remove(size)
                 changed.notify_all()
-            if size:
-                reservation.shrink(size)
             yield item
     finally:
         stop.set()
