@@ -145,6 +145,33 @@ def _is_outer(column: Column, plan: lp.LogicalPlan) -> bool:
 
 # ----------------------------------------------------------------------------- the binder
 
+@dataclass
+class _SelectClauses:
+    """A SELECT's list and the clauses bound over it, while its plan is built step by step."""
+
+    items: list[tuple[str, Expr, exp.Expression]]  # (output name, bound, source node)
+    group_by: bool
+    group_exprs: list[Expr]
+    grouping_sets: list[list[int]] | None
+    having: Expr | None
+    qualify: Expr | None
+    order_keys: list[tuple[SortKey, int | None]]  # (key, select-list position if any)
+    on_keys: list[tuple[SortKey, int | None]]  # DISTINCT ON
+    distinct: bool
+
+    def rewrite(self, rewrite) -> None:
+        """Every expression read through ``rewrite`` (onto an aggregate's outputs)."""
+        self.items = [(n, rewrite(b), s) for n, b, s in self.items]
+        self.order_keys = [(SortKey(rewrite(k.expr), k.descending, k.nulls_first), pos)
+                           for k, pos in self.order_keys]
+        self.on_keys = [(SortKey(rewrite(k.expr), k.descending, k.nulls_first), pos)
+                        for k, pos in self.on_keys]
+        if self.having is not None:
+            self.having = rewrite(self.having)
+        if self.qualify is not None:
+            self.qualify = rewrite(self.qualify)
+
+
 class Binder:
     """Binds one statement against ``catalog`` (name -> TableSource) and session options."""
 
@@ -450,45 +477,44 @@ class Binder:
 
     # -- SELECT ---------------------------------------------------------------
     def bind_select(self, select: exp.Select, outer: Scope | None) -> lp.LogicalPlan:
+        """One step per clause, in SQL's logical order: FROM, WHERE, (the SELECT list and
+        the clauses that refer to it), GROUP BY + aggregates + HAVING, windows + QUALIFY,
+        then the projection with DISTINCT [ON], ORDER BY and LIMIT."""
         plan, scope = self.bind_from(select, outer)
+        plan = self._bind_where(select, plan, scope)
         named_windows = {w.name.lower(): w for w in select.args.get("windows") or []}
-
-        where = select.args.get("where")
-        if where is not None:
-            predicate = self.bind_expr(where.this, scope)
-            self._no_aggregates(predicate, "WHERE")
-            plan = lp.Filter(plan, self._boolean(predicate, "WHERE"))
-
-        # the SELECT list (stars expanded), bound with aggregates/windows as placeholders
         collector = _Collector(self, scope, named_windows)
+        clauses = self._bind_clauses(select, scope, collector)
+        plan = self._plan_grouping(plan, clauses, collector)
+        plan = self._plan_window_clauses(plan, clauses, collector)
+        return self._plan_output(select, plan, clauses)
+
+    def _bind_where(self, select: exp.Select, plan: lp.LogicalPlan,
+                    scope: Scope) -> lp.LogicalPlan:
+        where = select.args.get("where")
+        if where is None:
+            return plan
+        predicate = self.bind_expr(where.this, scope)
+        self._no_aggregates(predicate, "WHERE")
+        return lp.Filter(plan, self._boolean(predicate, "WHERE"))
+
+    def _bind_clauses(self, select: exp.Select, scope: Scope,
+                      collector: _Collector) -> _SelectClauses:
+        """The SELECT list (stars expanded) and every clause that may name its aliases,
+        bound with aggregates and windows as placeholders of ``collector``."""
         items: list[tuple[str, Expr, exp.Expression]] = []
         for node in select.expressions:
-            for name, bound, source in self._expand_select_item(node, scope, collector):
-                items.append((name, bound, source))
+            items.extend(self._expand_select_item(node, scope, collector))
         aliases = {name.lower(): bound for name, bound, source in items
                    if isinstance(source, exp.Alias)}
         collector.aliases = aliases
-
         group = select.args.get("group")
-        group_exprs: list[Expr] = []
-        grouping_sets = None  # ROLLUP / CUBE / GROUPING SETS: lists of group_exprs indices
-        if group is not None:
-            if group.args.get("all"):
-                group_exprs = [b for _, b, _ in items if not collector.contains_placeholder(b)]
-            sets: list[list[Expr]] = [list(group_exprs)]
-            for g in group.expressions:
-                choices = self._grouping_choices(g, items, aliases, scope)
-                sets = [chosen + choice for chosen in sets for choice in choices]
-            group_exprs = list(dict.fromkeys(e for chosen in sets for e in chosen))
-            if len(sets) > 1 or any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets))
-                                    for g in group.expressions):
-                grouping_sets = [sorted({group_exprs.index(e) for e in chosen})
-                                 for chosen in sets]
+        group_exprs, grouping_sets = self._bind_group_by(group, items, aliases, scope,
+                                                         collector)
         having = select.args.get("having")
         having_expr = collector.bind(having.this) if having is not None else None
         qualify = select.args.get("qualify")
         qualify_expr = collector.bind(qualify.this) if qualify is not None else None
-
         order = select.args.get("order")
         distinct = select.args.get("distinct")
         order_keys = self._bind_order(order, items, aliases, collector) if order else []
@@ -498,42 +524,70 @@ class Binder:
                                         for e in distinct.args["on"].expressions])
             on_keys = self._bind_order(on, items, aliases, collector)
             distinct = None
+        return _SelectClauses(
+            items=items, group_by=group is not None, group_exprs=group_exprs,
+            grouping_sets=grouping_sets,
+            having=having_expr, qualify=qualify_expr,
+            order_keys=order_keys, on_keys=on_keys, distinct=distinct is not None)
 
-        # aggregation
-        if collector.groupings and group is None:
+    def _bind_group_by(self, group, items, aliases, scope: Scope, collector: _Collector
+                       ) -> tuple[list[Expr], list[list[int]] | None]:
+        """The grouping expressions, and for ROLLUP / CUBE / GROUPING SETS the sets (lists
+        of indices into them); None sets for a plain GROUP BY."""
+        if group is None:
+            return [], None
+        group_exprs: list[Expr] = []
+        if group.args.get("all"):
+            group_exprs = [b for _, b, _ in items if not collector.contains_placeholder(b)]
+        sets: list[list[Expr]] = [list(group_exprs)]
+        for g in group.expressions:
+            choices = self._grouping_choices(g, items, aliases, scope)
+            sets = [chosen + choice for chosen in sets for choice in choices]
+        group_exprs = list(dict.fromkeys(e for chosen in sets for e in chosen))
+        if len(sets) > 1 or any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets))
+                                for g in group.expressions):
+            return group_exprs, [sorted({group_exprs.index(e) for e in chosen})
+                                 for chosen in sets]
+        return group_exprs, None
+
+    def _plan_grouping(self, plan: lp.LogicalPlan, clauses: _SelectClauses,
+                       collector: _Collector) -> lp.LogicalPlan:
+        """The Aggregate (when anything aggregates or groups) and HAVING's filter above it;
+        every clause is rewritten to read the aggregate's outputs."""
+        if collector.groupings and not clauses.group_by:
             raise PlanError("GROUPING() needs a GROUP BY clause")
+        grouping_sets = clauses.grouping_sets
         if collector.groupings and grouping_sets is None:
-            grouping_sets = [list(range(len(group_exprs)))]
-        if collector.aggregates or group_exprs or grouping_sets:
-            plan, rewrite = self._plan_aggregate(plan, group_exprs, collector, grouping_sets)
-            items = [(n, rewrite(b), s) for n, b, s in items]
-            order_keys = [(SortKey(rewrite(k.expr), k.descending, k.nulls_first), pos)
-                          for k, pos in order_keys]
-            on_keys = [(SortKey(rewrite(k.expr), k.descending, k.nulls_first), pos)
-                       for k, pos in on_keys]
-            if having_expr is not None:
-                having_expr = rewrite(having_expr)
-            if qualify_expr is not None:
-                qualify_expr = rewrite(qualify_expr)
+            grouping_sets = [list(range(len(clauses.group_exprs)))]
+        if collector.aggregates or clauses.group_exprs or grouping_sets:
+            plan, rewrite = self._plan_aggregate(plan, clauses.group_exprs, collector,
+                                                 grouping_sets)
+            clauses.rewrite(rewrite)
             collector.rewrite_windows(rewrite)
-        elif having_expr is not None:
+        elif clauses.having is not None:
             # HAVING without GROUP BY or aggregates: a filter over one implicit group
             plan, rewrite = self._plan_aggregate(plan, [], collector)
-            having_expr = rewrite(having_expr)
-        if having_expr is not None:
-            plan = lp.Filter(plan, self._boolean(having_expr, "HAVING"))
+            clauses.having = rewrite(clauses.having)
+        if clauses.having is not None:
+            plan = lp.Filter(plan, self._boolean(clauses.having, "HAVING"))
+        return plan
 
-        # windows: one Window node per distinct (partition, order) specification
+    def _plan_window_clauses(self, plan: lp.LogicalPlan, clauses: _SelectClauses,
+                             collector: _Collector) -> lp.LogicalPlan:
+        """One Window node per distinct (partition, order) specification, then QUALIFY."""
         if collector.windows:
             plan = self._plan_windows(plan, collector)
-        if qualify_expr is not None:
+        if clauses.qualify is not None:
             if not collector.windows:
                 raise PlanError("QUALIFY needs a window function in the query")
-            plan = lp.Filter(plan, self._boolean(qualify_expr, "QUALIFY"))
+            plan = lp.Filter(plan, self._boolean(clauses.qualify, "QUALIFY"))
+        return plan
 
-        # projection (+ hidden ORDER BY columns), DISTINCT, ORDER BY, LIMIT
+    def _plan_output(self, select: exp.Select, plan: lp.LogicalPlan,
+                     clauses: _SelectClauses) -> lp.LogicalPlan:
+        """The projection (+ hidden ORDER BY columns), DISTINCT [ON], ORDER BY, LIMIT."""
         outputs, exprs = [], []
-        for name, bound, _ in items:
+        for name, bound, _ in clauses.items:
             if isinstance(bound, Column) and bound.name == name and \
                     bound.id not in {o.id for o in outputs}:
                 outputs.append(bound)
@@ -549,7 +603,7 @@ class Binder:
                                 None)
             if position is not None:
                 return SortKey(outputs[position], key.descending, key.nulls_first)
-            if distinct is not None:
+            if clauses.distinct:
                 raise PlanError("for SELECT DISTINCT, ORDER BY expressions must appear in the "
                                 f"select list: {key.expr}")
             hidden = key.expr if isinstance(key.expr, Column) and \
@@ -559,12 +613,13 @@ class Binder:
             outputs.append(hidden)
             return SortKey(hidden, key.descending, key.nulls_first)
 
-        sort_keys = [output_key(key, position) for key, position in order_keys]
-        on_columns = tuple(output_key(key, position).expr for key, position in on_keys)
+        sort_keys = [output_key(key, position) for key, position in clauses.order_keys]
+        on_columns = tuple(output_key(key, position).expr
+                           for key, position in clauses.on_keys)
         plan = lp.Projection(plan, tuple(exprs), tuple(outputs))
         if on_columns:
             plan = _first_per_group(plan, on_columns, tuple(sort_keys))
-        if distinct is not None:
+        if clauses.distinct:
             group_cols = tuple(Column(next_id(), c.name, c.type) for c in outputs)
             plan = lp.Aggregate(plan, tuple(outputs), group_cols, (), ())
             sort_keys = [SortKey(group_cols[outputs.index(k.expr)], k.descending, k.nulls_first)
