@@ -103,7 +103,7 @@ class Kernel:
 
     def __call__(self, *args):
         if self.dispatcher is None:
-            _compile_module(self.function.__globals__)
+            _compile_module(self)
         return self.dispatcher(*args)
 
 
@@ -112,12 +112,17 @@ def kernel(function: Callable) -> Kernel:
     return Kernel(function)
 
 
-def _compile_module(module_globals: dict) -> None:
-    """Replace every Kernel of one module by its dispatcher (compilation itself is lazy,
-    per argument types, on each dispatcher's first call)."""
+def _compile_module(first: Kernel) -> None:
+    """Give ``first`` and every other Kernel of its module a dispatcher, and put those in
+    the module's globals (compilation itself is lazy, per argument types, on each
+    dispatcher's first call)."""
     numba = load_numba()
+    module_globals = first.function.__globals__
     with _lock:
-        for name, value in list(module_globals.items()):
-            if isinstance(value, Kernel) and value.dispatcher is None:
+        kernels = {name: value for name, value in module_globals.items()
+                   if isinstance(value, Kernel)}
+        for value in [*kernels.values(), first]:
+            if value.dispatcher is None:
                 value.dispatcher = numba.njit(nogil=True, cache=_state["cache"])(value.function)
-                module_globals[name] = value.dispatcher
+        for name, value in kernels.items():
+            module_globals[name] = value.dispatcher

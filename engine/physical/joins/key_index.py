@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.kernels.decimal import fits_int64, unscaled
 from plansight.engine.kernels.hash_table import (
     bytes_factorize,
     bytes_lookup,
@@ -59,7 +60,7 @@ def key_kind(t: pa.DataType) -> str:
             pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or \
             pa.types.is_duration(t):
         return "int" if not pa.types.is_float16(t) else "arrow"
-    if pa.types.is_decimal128(t) and t.precision <= 18:
+    if fits_int64(t):
         return "int"
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
             pa.types.is_large_binary(t):
@@ -91,9 +92,7 @@ def int_values(key: pa.Array) -> np.ndarray:
         values[np.isnan(values)] = np.nan  # one NaN bit pattern
         return values.view(np.int64)
     if pa.types.is_decimal128(t):
-        # precision <= 18: the value is its low 64-bit word (little-endian two's complement)
-        words = np.frombuffer(key.buffers()[1], dtype=np.int64)
-        return words[2 * key.offset:2 * (key.offset + len(key)):2]
+        return unscaled(key)  # precision <= 18: the scaled integer
     if pa.types.is_integer(t):
         return _fixed_width(key, t.to_pandas_dtype()).astype(np.int64, copy=False)
     return _fixed_width(key, np.int64 if t.bit_width == 64 else np.int32).astype(
