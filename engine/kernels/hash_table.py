@@ -103,11 +103,17 @@ def int_factorize(values, valid):
     table = np.full(2 * size, -1, np.int64)
     uniques = np.empty(8, np.int64)
     count = 0
+    previous = -1  # row of the last valid key: runs of one key (clustered data) skip the table
     for i in range(n):
         if not valid[i]:
             ids[i] = -1
             continue
         value = values[i]
+        if previous >= 0 and values[previous] == value:
+            ids[i] = ids[previous]
+            previous = i
+            continue
+        previous = i
         mask = size - 1
         slot = np.int64(hash_int(value) & np.uint64(mask))
         while True:
@@ -138,11 +144,17 @@ def int_lookup(values, valid, table):
     n = len(values)
     ids = np.empty(n, np.int64)
     mask = len(table) // 2 - 1
+    previous = -1
     for i in range(n):
         ids[i] = -1
         if not valid[i]:
             continue
         value = values[i]
+        if previous >= 0 and values[previous] == value:
+            ids[i] = ids[previous]
+            previous = i
+            continue
+        previous = i
         slot = np.int64(hash_int(value) & np.uint64(mask))
         while True:
             found = table[2 * slot + 1]

@@ -31,11 +31,14 @@ def _reference_ids(values, valid):
     return np.array(ids, dtype=np.int64)
 
 
-@pytest.mark.parametrize("case", ["random", "colliding", "extremes", "empty", "all_null"])
+@pytest.mark.parametrize("case", ["random", "colliding", "runs", "extremes", "empty",
+                                  "all_null"])
 def test_int_factorize_and_lookup_equal_a_dict(case):
     rng = np.random.default_rng(7)
     if case == "random":
         values = rng.integers(-50, 5000, 20000)
+    elif case == "runs":  # clustered keys, as in a sorted file: the run shortcut
+        values = np.repeat(rng.integers(-20, 20, 300), rng.integers(1, 6, 300))
     elif case == "colliding":
         values = np.repeat(_colliding_ints(12, 10), 3)
         rng.shuffle(values)
