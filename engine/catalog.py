@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from plansight.engine.errors import PlanError
 from plansight.engine.source_ordering import (
@@ -61,6 +62,30 @@ class TableSource:
         """Drop units whose statistics prove no row passes; returns (kept, pruned count)."""
         return units, 0
 
+    def column_stats(self, column: str) -> tuple[Any, Any, int | None] | None:
+        """(min, max, null count) of ``column`` over the whole source, or None when unknown;
+        computed once per source (the planner asks for every join key of every query)."""
+        cache = self.__dict__.setdefault("_column_stats", {})
+        if column not in cache:
+            cache[column] = self._compute_column_stats(column)
+        return cache[column]
+
+    def _compute_column_stats(self, column: str) -> tuple[Any, Any, int | None] | None:
+        """From the units' statistics (Parquet metadata): no data is read."""
+        low = high = None
+        nulls: int | None = 0
+        try:
+            for unit in self.units():
+                stats = self.unit_stats(unit, column)
+                if stats is None:
+                    return None
+                low = stats[0] if low is None or stats[0] < low else low
+                high = stats[1] if high is None or stats[1] > high else high
+                nulls = None if nulls is None or stats[2] is None else nulls + stats[2]
+        except (NotImplementedError, TypeError):
+            return None
+        return (low, high, nulls) if low is not None else None
+
     def fully_matches(self, unit: ScanUnit, predicates: list[Any]) -> bool:
         """True only when statistics prove that every row of ``unit`` passes ``predicates``."""
         return False
@@ -96,6 +121,15 @@ class MemorySource(TableSource):
 
     def num_rows(self) -> int:
         return self.table.num_rows
+
+    def _compute_column_stats(self, column):
+        """One min_max pass over the column, once per registration."""
+        values = self.table.column(column)
+        if not (pa.types.is_integer(values.type) or pa.types.is_date(values.type)):
+            return None  # only integer-like ranges bound a distinct count
+        bounds = pc.min_max(values)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        return (low, high, values.null_count) if low is not None else None
 
     def units(self, partitions: int = 1) -> list[ScanUnit]:
         """Contiguous row ranges: one per ~1M rows, and at least one per partition."""

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from plansight.engine.errors import ExecutionError, PlanError, did_you_mean
 from plansight.engine.functions.capabilities import capabilities
+from plansight.engine.kernels import decimal as D
 
 NUMERIC_RESULT = {"avg", "mean", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
                   "var_pop", "median", "quantile_cont"}
@@ -149,6 +150,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     overflow_checks: list[tuple[int, int]] = []  # (spec, position) for SUM over integers
     single_checks: list[tuple[int, int]] = []  # (spec, position) for var_pop / stddev_pop
     first_rows: list[tuple[int, int]] = []  # (spec, position) for first/any_value on decimals
+    scaled_sums: list[int] = []  # specs whose DECIMAL SUM runs on scaled int64
     for i, spec in enumerate(specs):
         if spec.func == "count_star":
             simple.append((i, ([], "count_all", None)))
@@ -182,6 +184,14 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                 work = work.append_column(cast_name, pc.cast(table[column], pa.float64(),
                                                              safe=False))
                 column = cast_name
+            if spec.func == "sum" and D.fits_int64(t) and pa.types.is_decimal(spec.type):
+                scaled = _scaled_int64(table[column])
+                if not _sum_may_wrap(scaled):
+                    # Arrow sums decimal128 on 128-bit words; the scaled int64 sum is exact
+                    # here, several times faster, and read back as a decimal below
+                    column = f"__scaled_{i}"
+                    work = work.append_column(column, scaled)
+                    scaled_sums.append(i)
             simple.append((i, (column, _KERNEL[spec.func], _kernel_options(spec))))
             if spec.func == "sum" and pa.types.is_integer(t) and \
                     pa.types.is_integer(spec.type) and _sum_may_wrap(table[column]):
@@ -224,6 +234,11 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     for position, (i, _) in enumerate(simple):
         if i >= 0:
             results[i] = grouped.column(n_keys + position)
+    for i in scaled_sums:
+        sums = results[i].combine_chunks() if isinstance(results[i], pa.ChunkedArray) \
+            else results[i]
+        results[i] = D.from_unscaled(sums.fill_null(0).to_numpy(),
+                                     np.asarray(sums.is_valid()), specs[i].type)
     for i, position in overflow_checks:
         exact = pc.cast(results[i], pa.float64(), safe=False)
         wrapped = pc.greater(pc.abs(pc.subtract(exact, grouped.column(n_keys + position))),
@@ -252,6 +267,20 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     columns = key_columns + [_cast_result(results[i], spec.type) for i, spec in enumerate(specs)]
     names = keys + [spec.output for spec in specs]
     return pa.table(columns, names=names)
+
+
+def _scaled_int64(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
+    """A DECIMAL(p <= 18) column's unscaled values as int64, chunk by chunk, sharing each
+    chunk's validity bitmap."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    out = []
+    for chunk in chunks:
+        ints = np.empty(chunk.offset + len(chunk), dtype=np.int64)  # the bitmap's offset
+        ints[chunk.offset:] = D.unscaled(chunk)
+        validity = chunk.buffers()[0] if chunk.null_count else None
+        out.append(pa.Array.from_buffers(pa.int64(), len(chunk), [validity, pa.py_buffer(ints)],
+                                         null_count=chunk.null_count, offset=chunk.offset))
+    return pa.chunked_array(out, pa.int64())
 
 
 def _sum_may_wrap(column) -> bool:

@@ -9,6 +9,7 @@ from plansight.engine.optimizer.fold_constants import fold_constants
 from plansight.engine.optimizer.push_down_filters import push_down_filters
 from plansight.engine.optimizer.push_down_limit import push_down_limit
 from plansight.engine.optimizer.push_down_projections import push_down_projections
+from plansight.engine.optimizer.reorder_joins import reorder_joins
 from plansight.engine.optimizer.unwrap_cast_in_comparison import unwrap_cast_in_comparison
 
 RULES = (
@@ -17,6 +18,8 @@ RULES = (
     decorrelate_subqueries,  # before pushdown: subqueries become joins filters can move into
     eliminate_cross_joins,   # FROM a, b, c: join in the order equalities connect them
     push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
+    reorder_joins,           # with filters below the joins, so estimates see them
+    push_down_filters,       # again: the reordered cross joins become equi-joins
     fold_constants,          # pushdown substitutes expressions; fold what became constant
     unwrap_cast_in_comparison,  # again: decorrelated subqueries brought new comparisons
     push_down_limit,         # after filters: a limit never passes a filter

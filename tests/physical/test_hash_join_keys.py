@@ -7,12 +7,12 @@ import pyarrow as pa
 import pytest
 
 import plansight as ps
-from plansight.engine.physical.joins import hash_join
+from plansight.engine.physical.joins import key_index
 
 
 @pytest.mark.parametrize("max_code", [1 << 62, 64, 8])
 def test_three_column_keys_match_exactly_whatever_the_code_space(monkeypatch, max_code):
-    monkeypatch.setattr(hash_join, "_MAX_CODE", max_code)  # force the renumbering path
+    monkeypatch.setattr(key_index, "_MAX_CODE", max_code)  # force the renumbering path
     rng = np.random.default_rng(5)
     n = 3000
     a, b, c = (rng.integers(0, 12, n) for _ in range(3))
@@ -39,5 +39,5 @@ def test_tracked_code_space_covers_every_key_column():
     """The overflow check needs the true size of the combined code space: all columns'
     cardinalities, the first one included."""
     keys = [pa.array(np.arange(60) % m) for m in (12, 5, 3)]
-    index = hash_join.KeyIndex(keys)
+    index = key_index.KeyIndex(keys)
     assert index._space == 12 * 5 * 3

@@ -8,14 +8,14 @@ import pyarrow as pa
 import pytest
 
 from plansight.engine.physical.dynamic_filter import DynamicFilter
-from plansight.engine.physical.joins import hash_join
+from plansight.engine.physical.joins import key_index
 from plansight.engine.physical.joins.output import expand_matches
 from tests.differential.harness import check
 
 
 @pytest.mark.parametrize("build", [[5, 3, None, 9, 7], [5, 3, 5, None, 9]])
 def test_matches_equal_expand_matches(build):
-    index = hash_join.KeyIndex([pa.array(build, pa.int64())])
+    index = key_index.KeyIndex([pa.array(build, pa.int64())])
     assert (index.build_row is not None) == (build == [5, 3, None, 9, 7])
     probe = pa.array([9, 4, None, 5, 3, 3, 11], pa.int64())
     codes, _ = index.probe_codes([probe])
@@ -29,7 +29,7 @@ def test_matches_equal_expand_matches(build):
 
 
 def test_every_probe_row_matching_keeps_the_probe_rows_in_order():
-    index = hash_join.KeyIndex([pa.array([2, 0, 1])])
+    index = key_index.KeyIndex([pa.array([2, 0, 1])])
     codes, _ = index.probe_codes([pa.array([1, 1, 2, 0])])
     probe_idx, build_idx = index.matches(codes)
     assert probe_idx.tolist() == [0, 1, 2, 3] and build_idx.tolist() == [2, 2, 0, 1]

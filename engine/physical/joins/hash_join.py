@@ -1,15 +1,14 @@
 """HashJoinExec: equi-join by integer key codes (collect-left: build on the left child).
 
-    build (left, collected)              probe (right, streamed batch by batch)
-    key columns ──factorize──▶ codes      key columns ──index into build's uniques──▶ codes
-    argsort(codes) → groups (start,count)          │
-                          └──────── expand_matches ┘──▶ (probe row, build row) pairs
-                                                        └─▶ JoinAssembler
-                                                            (filter, outer, semi, anti)
+    build (left, collected)                    probe (right, streamed batch by batch)
+    key columns ──KeyIndex: hash tables──▶ groups    key columns ──lookup──▶ group ids
+                  (starts, counts, order)  └──────── expand ─┘──▶ (probe row, build row)
+                                                      └─▶ JoinAssembler
+                                                          (filter, outer, semi, anti)
 
-Keys decide with integers (principle 4): each key column is factorized against the build
-side's distinct values (``pc.index_in``), multi-column keys are combined arithmetically and
-re-densified when the code space would overflow. NULL keys never match.
+Keys decide with integers (principle 4): the build keys are numbered once by compiled hash
+tables (key_index.py, kernels/hash_table.py) and every probe batch is looked up in them with
+the GIL released, so probe partitions run on all cores. NULL keys never match.
 
 A build side the pool refuses (or that outgrows its share of the pool) spills: the join
 becomes a grace hash join, both sides split into hash buckets joined one at a time
@@ -21,13 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from plansight.engine.exec.spill import spill_manager
+from plansight.engine.kernels.hash_table import match_counts
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.joins.build import SharedBuild
-from plansight.engine.physical.joins.output import JoinAssembler, expand_matches, join_schema
+from plansight.engine.physical.joins.key_index import KeyIndex
+from plansight.engine.physical.joins.output import JoinAssembler, join_schema
 from plansight.engine.physical.joins.spill import GraceHashJoin, SpilledBuild, collect_build
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
@@ -37,169 +37,6 @@ from plansight.engine.physical.plan import (
     hash_distribution,
 )
 from plansight.engine.physical.vocabulary import JoinType
-
-_MAX_CODE = 1 << 62
-
-
-def _canonical(key: pa.Array) -> pa.Array:
-    """-0.0 and 0.0 are one key (SQL equality); Arrow's hashing tells their bits apart."""
-    return pc.add(key, 0.0) if pa.types.is_floating(key.type) else key
-
-
-def _integer_values(key: pa.Array) -> np.ndarray | None:
-    """The key as int64 numbers (NULLs as 0) when its type is integer-like, else None."""
-    t = key.type
-    if pa.types.is_integer(t):
-        return np.asarray(key.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    if pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or \
-            pa.types.is_duration(t):
-        as_int = key.view(pa.int64() if t.bit_width == 64 else pa.int32())
-        return np.asarray(as_int.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    return None
-
-
-class ColumnLookup:
-    """One key column's distinct build values, built once and probed by every batch.
-
-    Integer-like keys keep the sorted distinct values in numpy and probe with searchsorted;
-    other types use Arrow's ``index_in``, which rebuilds its hash set per call, so the join
-    coalesces probe batches for them (``needs_large_probes``).
-    """
-
-    def __init__(self, key: pa.Array, null_equal: bool):
-        key = _canonical(key)
-        values = _integer_values(key) if not (null_equal and key.null_count) else None
-        self.needs_large_probes = values is None
-        self.dense_table: np.ndarray | None = None
-        if values is not None:
-            valid = np.asarray(key.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-            self.sorted = np.unique(values[valid])
-            self.cardinality = len(self.sorted)
-            if self.cardinality:
-                low, span = int(self.sorted[0]), int(self.sorted[-1]) - int(self.sorted[0]) + 1
-                if span <= max(4 * self.cardinality, 1 << 16) and span <= 1 << 24:
-                    # compact key range: a direct table maps value - low to its code in O(1)
-                    self.low = low
-                    self.dense_table = np.full(span, -1, dtype=np.int64)
-                    self.dense_table[self.sorted - low] = np.arange(self.cardinality)
-        else:
-            self.uniques = pc.unique(key.drop_null()) if key.null_count and not null_equal \
-                else pc.unique(key)
-            self.cardinality = len(self.uniques)
-
-    def codes(self, key: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-        """(code per row, mask of rows whose value exists on the build side)."""
-        key = _canonical(key)
-        if not self.needs_large_probes:
-            values = _integer_values(key)
-            if self.cardinality == 0:
-                return np.zeros(len(key), np.int64), np.zeros(len(key), dtype=bool)
-            if self.dense_table is not None:
-                offset = values - self.low
-                inside = (offset >= 0) & (offset < len(self.dense_table))
-                codes = self.dense_table[np.where(inside, offset, 0)]
-                found = inside & (codes >= 0)
-                if key.null_count:
-                    found &= np.asarray(key.is_valid().to_numpy(zero_copy_only=False), bool)
-                return np.maximum(codes, 0), found
-            position = np.minimum(np.searchsorted(self.sorted, values), self.cardinality - 1)
-            found = self.sorted[position] == values
-            if key.null_count:
-                found &= np.asarray(key.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-            return position.astype(np.int64), found
-        c = pc.index_in(key, value_set=self.uniques)
-        found = np.asarray(c.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        return np.asarray(c.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64), found
-
-
-class KeyIndex:
-    """Build-side key groups, and the mapping of probe keys onto them."""
-
-    def __init__(self, keys: list[pa.Array], null_equal: bool = False):
-        self.lookups = [ColumnLookup(key, null_equal) for key in keys]
-        self.needs_large_probes = any(lk.needs_large_probes for lk in self.lookups)
-        self._space = 1  # size of the combined code space so far
-        codes = None
-        self.compress: list[np.ndarray | None] = []
-        valid = np.ones(len(keys[0]) if keys else 0, dtype=bool)
-        for key, lookup in zip(keys, self.lookups):
-            c, found = lookup.codes(key)
-            valid &= found
-            codes, compress = self._combine(codes, c, lookup.cardinality)
-            self.compress.append(compress)
-        codes = np.where(valid, codes, -1) if codes is not None else np.empty(0, np.int64)
-        self.dense: np.ndarray | None = None
-        if len(keys) > 1 and len(codes):
-            # combined codes are sparse in a product space: renumber the ones that occur
-            self.dense, inverse = np.unique(codes[codes >= 0], return_inverse=True)
-            dense_codes = np.full(len(codes), -1, dtype=np.int64)
-            dense_codes[codes >= 0] = inverse
-            codes = dense_codes
-        self.has_null_key = not bool(valid.all())
-        self.num_rows = len(codes)
-        groups = int(codes.max()) + 1 if len(codes) and codes.max() >= 0 else 0
-        self.order = np.argsort(codes, kind="stable")
-        nulls = int((codes < 0).sum())
-        self.counts = np.bincount(codes[codes >= 0], minlength=groups)
-        self.starts = nulls + np.cumsum(self.counts) - self.counts
-        # every key on one build row (a dimension table's primary key): a probe row has at
-        # most one match, found by one gather instead of expand_matches' repeat and cumsum
-        self.build_row = self.order[self.starts] if groups and \
-            self.counts.min() == 1 and self.counts.max() == 1 else None
-
-    def matches(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(probe row, build row) pairs for probe rows with these group codes (-1: none)."""
-        if self.build_row is None:
-            return expand_matches(codes, self.starts, self.counts, self.order)
-        hit = codes >= 0
-        if hit.all():
-            return np.arange(len(codes)), self.build_row[codes]
-        probe_idx = np.flatnonzero(hit)
-        return probe_idx, self.build_row[codes[probe_idx]]
-
-    def _combine(self, codes, c, card):
-        """Fold one more key column's codes into the combined codes, renumbering them
-        densely (and remembering how) before the code space could overflow int64."""
-        if codes is None:
-            self._space = max(card, 1)
-            return c, None
-        combined = codes * card + c
-        if self._space * card < _MAX_CODE:
-            self._space *= card
-            return combined, None
-        uniq, inverse = np.unique(combined, return_inverse=True)
-        self._space = len(uniq)
-        return inverse.astype(np.int64), uniq
-
-    def probe_codes(self, keys: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
-        """(group code per probe row or -1, mask of probe rows with a NULL key)."""
-        n = len(keys[0])
-        codes = None
-        found = np.ones(n, dtype=bool)
-        null_key = np.zeros(n, dtype=bool)
-        for key, lookup, compress in zip(keys, self.lookups, self.compress):
-            if key.null_count:
-                null_key |= np.asarray(key.is_null().to_numpy(zero_copy_only=False), bool)
-            c, hit = lookup.codes(key)
-            found &= hit
-            if codes is None:
-                codes = c
-            else:
-                codes = codes * lookup.cardinality + c
-                if compress is not None:
-                    pos = np.searchsorted(compress, codes)
-                    pos = np.minimum(pos, len(compress) - 1)
-                    found &= compress[pos] == codes
-                    codes = pos
-        if codes is None:
-            return np.full(n, -1, dtype=np.int64), null_key
-        if self.dense is not None and len(self.dense):
-            pos = np.minimum(np.searchsorted(self.dense, codes), len(self.dense) - 1)
-            found &= self.dense[pos] == codes
-            codes = pos
-        elif len(keys) > 1:  # empty build side, or no build row without a NULL key
-            found[:] = False
-        return np.where(found, codes, -1), null_key
 
 
 class HashJoinExec(ExecutionPlan):
@@ -410,9 +247,7 @@ def _chunks(batch: pa.RecordBatch, codes: np.ndarray, index: KeyIndex, max_pairs
     if index.build_row is not None and len(codes) <= max_pairs:
         yield batch, 0  # at most one pair per probe row
         return
-    hit = codes >= 0
-    counts = np.where(hit, index.counts[np.where(hit, codes, 0)], 0) if len(index.counts) \
-        else np.zeros(len(codes), dtype=np.int64)
+    counts = match_counts(codes, index.counts)
     total = int(counts.sum())
     if total <= max_pairs:
         yield batch, 0

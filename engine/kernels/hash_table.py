@@ -1,0 +1,304 @@
+"""Open-addressing hash tables that number distinct keys densely (0, 1, 2, ...).
+
+    keys ──hash──▶ slot ──linear probing──▶ slots[slot] = id ──▶ uniques[id] == key ?
+                                              -1: empty (insert: the next id)
+
+Two key kinds: int64 values (integers, dates, canonical float bits, scaled decimals, and
+combined codes of several columns) and variable-length bytes (strings, binary: Arrow's
+offsets and data buffers, compared byte by byte after the hash). A table holds only the
+distinct keys, so its size follows their number, not the rows': it starts small and
+doubles (rehashing the uniques) when half full.
+
+A join builds a table once over the build keys (``factorize``) and probes it with every
+probe batch (``lookup``: -1 where the key is absent); ``group_rows`` chains the build rows of
+each id (a counting sort: every id's rows in row order) and ``expand`` turns probe ids into
+(probe row, build row) pairs. NULL keys get id -1 and never match. Every kernel releases
+the GIL (jit.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from plansight.engine.kernels.jit import kernel
+
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_MIN_SLOTS = 16
+
+
+@kernel
+def mix(x):
+    """A 64-bit finalizer (MurmurHash3's): every input bit moves every output bit, so
+    sequential or strided keys spread over the slots."""
+    x ^= x >> _S33
+    x *= _M1
+    x ^= x >> _S33
+    x *= _M2
+    x ^= x >> _S33
+    return x
+
+
+@kernel
+def hash_int(value):
+    return mix(np.uint64(value))
+
+
+@kernel
+def hash_bytes(data, start, end):
+    """FNV-1a over data[start:end], then mixed (FNV alone leaves the low bits weak)."""
+    h = _FNV_OFFSET
+    for i in range(start, end):
+        h ^= np.uint64(data[i])
+        h *= _FNV_PRIME
+    return mix(h ^ np.uint64(end - start))
+
+
+@kernel
+def slots_for(count):
+    """A power of two at least twice ``count`` (load factor <= 1/2)."""
+    size = _MIN_SLOTS
+    while size < 2 * count:
+        size *= 2
+    return size
+
+
+@kernel
+def _rehash(hashes, count, size):
+    slots = np.full(size, -1, np.int64)
+    mask = np.uint64(size - 1)
+    for i in range(count):
+        slot = np.int64(hashes[i] & mask)
+        while slots[slot] != -1:
+            slot = (slot + 1) & (size - 1)
+        slots[slot] = i
+    return slots
+
+
+@kernel
+def _int_rehash(uniques, count, size):
+    table = np.full(2 * size, -1, np.int64)
+    mask = size - 1
+    for i in range(count):
+        slot = np.int64(hash_int(uniques[i]) & np.uint64(mask))
+        while table[2 * slot + 1] != -1:
+            slot = (slot + 1) & mask
+        table[2 * slot] = uniques[i]
+        table[2 * slot + 1] = i
+    return table
+
+
+@kernel
+def int_factorize(values, valid):
+    """(id per row or -1 for invalid, table, uniques).
+
+    The table interleaves (key, id) per slot, so a probe touches one cache line; id -1
+    marks an empty slot. ``uniques[id]`` is the id's key."""
+    n = len(values)
+    ids = np.empty(n, np.int64)
+    size = _MIN_SLOTS
+    table = np.full(2 * size, -1, np.int64)
+    uniques = np.empty(8, np.int64)
+    count = 0
+    previous = -1  # row of the last valid key: runs of one key (clustered data) skip the table
+    for i in range(n):
+        if not valid[i]:
+            ids[i] = -1
+            continue
+        value = values[i]
+        if previous >= 0 and values[previous] == value:
+            ids[i] = ids[previous]
+            previous = i
+            continue
+        previous = i
+        mask = size - 1
+        slot = np.int64(hash_int(value) & np.uint64(mask))
+        while True:
+            found = table[2 * slot + 1]
+            if found == -1:
+                if count == len(uniques):
+                    uniques = np.concatenate((uniques, np.empty(len(uniques), np.int64)))
+                uniques[count] = value
+                ids[i] = count
+                count += 1
+                if 2 * count > size:
+                    size *= 2
+                    table = _int_rehash(uniques, count, size)
+                else:
+                    table[2 * slot] = value
+                    table[2 * slot + 1] = count - 1
+                break
+            if table[2 * slot] == value:
+                ids[i] = found
+                break
+            slot = (slot + 1) & mask
+    return ids, table, uniques[:count].copy()
+
+
+@kernel
+def int_lookup(values, valid, table):
+    """Id of each row's key in a factorized table, -1 when absent or invalid."""
+    n = len(values)
+    ids = np.empty(n, np.int64)
+    mask = len(table) // 2 - 1
+    previous = -1
+    for i in range(n):
+        ids[i] = -1
+        if not valid[i]:
+            continue
+        value = values[i]
+        if previous >= 0 and values[previous] == value:
+            ids[i] = ids[previous]
+            previous = i
+            continue
+        previous = i
+        slot = np.int64(hash_int(value) & np.uint64(mask))
+        while True:
+            found = table[2 * slot + 1]
+            if found == -1:
+                break
+            if table[2 * slot] == value:
+                ids[i] = found
+                break
+            slot = (slot + 1) & mask
+    return ids
+
+
+@kernel
+def _same_bytes(a, a_start, a_end, b, b_start, b_end):
+    if a_end - a_start != b_end - b_start:
+        return False
+    for k in range(a_end - a_start):
+        if a[a_start + k] != b[b_start + k]:
+            return False
+    return True
+
+
+@kernel
+def bytes_factorize(offsets, data, valid):
+    """(id per row or -1, slots, first row of each id, hashes of the ids' keys).
+
+    A key is ``data[offsets[i]:offsets[i + 1]]``; an id's bytes stay in the caller's
+    buffers, found through its first row."""
+    n = len(offsets) - 1
+    ids = np.empty(n, np.int64)
+    size = _MIN_SLOTS
+    slots = np.full(size, -1, np.int64)
+    first = np.empty(8, np.int64)
+    hashes = np.empty(8, np.uint64)
+    count = 0
+    for i in range(n):
+        if not valid[i]:
+            ids[i] = -1
+            continue
+        start, end = offsets[i], offsets[i + 1]
+        h = hash_bytes(data, start, end)
+        mask = size - 1
+        slot = np.int64(h & np.uint64(mask))
+        while True:
+            found = slots[slot]
+            if found == -1:
+                if count == len(first):
+                    first = np.concatenate((first, np.empty(len(first), np.int64)))
+                    hashes = np.concatenate((hashes, np.empty(len(hashes), np.uint64)))
+                first[count] = i
+                hashes[count] = h
+                ids[i] = count
+                count += 1
+                if 2 * count > size:
+                    size *= 2
+                    slots = _rehash(hashes, count, size)
+                else:
+                    slots[slot] = count - 1
+                break
+            row = first[found]
+            if hashes[found] == h and _same_bytes(data, offsets[row], offsets[row + 1],
+                                                  data, start, end):
+                ids[i] = found
+                break
+            slot = (slot + 1) & mask
+    return ids, slots, first[:count].copy(), hashes[:count].copy()
+
+
+@kernel
+def bytes_lookup(offsets, data, valid, slots, first, hashes, build_offsets, build_data):
+    """Id of each probe row's bytes in a table factorized over the build buffers."""
+    n = len(offsets) - 1
+    ids = np.empty(n, np.int64)
+    mask = len(slots) - 1
+    for i in range(n):
+        ids[i] = -1
+        if not valid[i]:
+            continue
+        start, end = offsets[i], offsets[i + 1]
+        h = hash_bytes(data, start, end)
+        slot = np.int64(h & np.uint64(mask))
+        while True:
+            found = slots[slot]
+            if found == -1:
+                break
+            row = first[found]
+            if hashes[found] == h and _same_bytes(build_data, build_offsets[row],
+                                                  build_offsets[row + 1], data, start, end):
+                ids[i] = found
+                break
+            slot = (slot + 1) & mask
+    return ids
+
+
+@kernel
+def group_rows(ids, groups):
+    """(starts, counts, order): id g's rows are order[starts[g]:starts[g] + counts[g]], in
+    row order; rows with id -1 are left out."""
+    counts = np.zeros(groups, np.int64)
+    for i in range(len(ids)):
+        if ids[i] >= 0:
+            counts[ids[i]] += 1
+    starts = np.empty(groups, np.int64)
+    total = 0
+    for g in range(groups):
+        starts[g] = total
+        total += counts[g]
+    order = np.empty(total, np.int64)
+    cursor = starts.copy()
+    for i in range(len(ids)):
+        g = ids[i]
+        if g >= 0:
+            order[cursor[g]] = i
+            cursor[g] += 1
+    return starts, counts, order
+
+
+@kernel
+def expand(probe_ids, starts, counts, order):
+    """(probe row, build row) for every build row sharing each probe row's id (-1: none),
+    probe rows in order, each one's build rows in build row order."""
+    total = 0
+    for i in range(len(probe_ids)):
+        if probe_ids[i] >= 0:
+            total += counts[probe_ids[i]]
+    probe_rows = np.empty(total, np.int64)
+    build_rows = np.empty(total, np.int64)
+    k = 0
+    for i in range(len(probe_ids)):
+        g = probe_ids[i]
+        if g >= 0:
+            start = starts[g]
+            for j in range(counts[g]):
+                probe_rows[k] = i
+                build_rows[k] = order[start + j]
+                k += 1
+    return probe_rows, build_rows
+
+
+@kernel
+def match_counts(probe_ids, counts):
+    """How many build rows each probe row matches."""
+    out = np.zeros(len(probe_ids), np.int64)
+    for i in range(len(probe_ids)):
+        if probe_ids[i] >= 0:
+            out[i] = counts[probe_ids[i]]
+    return out

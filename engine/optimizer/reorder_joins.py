@@ -1,0 +1,211 @@
+"""Join reordering by estimated cost: the cheapest tree of an inner-join graph.
+
+    a ⋈ b ⋈ c ⋈ d (as written) ──flatten──▶ relations {a, b, c, d} + equalities (the graph)
+        ──DP over connected subsets──▶ cheapest tree ──▶ Filter(cross joins, all conjuncts)
+        ──push_down_filters (again)──▶ equi-joins in that order
+
+A tree's cost is the sum of its intermediate results' estimated rows (C_out) plus the rows of
+every hash table built (the smaller input of each join), so a filtered dimension that
+shrinks a fact table is joined first: TPC-H Q21 joins nation (one row after
+its filter) to supplier before lineitem, not lineitem to orders. Estimated rows of a set of
+relations: the product of their rows divided, for every joined pair, by the larger distinct
+count of its key (estimate.distinct_estimate). Up to ``MAX_DP_RELATIONS`` relations every
+left-deep order of connected subsets is considered (dynamic programming over subsets in
+increasing order: a subset's best order is a connected subset's best order plus one relation
+joined to it by an edge); beyond, a greedy order joins the smallest relation with its
+cheapest neighbour, then the next, ... A graph that is not connected is left as it is (its
+cross joins were placed by eliminate_cross_joins). The written order stays unless the best
+order is estimated at least ``MIN_GAIN`` times cheaper.
+
+Left-deep, not bushy: each join then builds on a small side and streams the big one, and the
+build's keys filter the big scan (dynamic filters); with rough estimates a bushy tree of two
+large inputs looked cheap and was not.
+
+Only inner joins reorder; outer, semi and anti joins stay where they are and their inputs
+are reordered within.
+"""
+
+from __future__ import annotations
+
+from plansight.engine.logical import plan as lp
+from plansight.engine.logical.estimate import distinct_estimate, estimate_rows, source_distinct
+from plansight.engine.logical.expr import Call, Expr, columns_of, conjunction, split_conjunction
+
+MAX_DP_RELATIONS = 10
+#: reorder only when the estimated cost of the written order is at least this many times the
+#: best order's: the estimates (textbook selectivities, distinct counts bounded by key
+#: ranges) are rough, and a written order is often a good one
+MIN_GAIN = 2.0
+
+
+def reorder_joins(plan: lp.LogicalPlan) -> lp.LogicalPlan:
+    if not _is_inner(plan):
+        inputs = tuple(reorder_joins(c) for c in plan.inputs())
+        return plan.with_inputs(inputs) if inputs else plan
+    relations: list[lp.LogicalPlan] = []
+    conjuncts: list[Expr] = []
+    _flatten(plan, relations, conjuncts)
+    relations = [reorder_joins(r) for r in relations]
+    graph = _JoinGraph(relations, conjuncts)
+    order = graph.best_tree() if len(relations) >= 3 else None
+    if order is None:
+        return _rebuild_as_written(plan)
+    joined = lp.Filter(graph.build(order), conjunction(conjuncts))
+    if [c.id for c in joined.columns] != [c.id for c in plan.columns]:
+        columns = tuple(plan.columns)
+        return lp.Projection(joined, columns, columns)
+    return joined
+
+
+def _rebuild_as_written(plan: lp.LogicalPlan) -> lp.LogicalPlan:
+    return plan.with_inputs(tuple(reorder_joins(c) for c in plan.inputs()))
+
+
+def _is_inner(plan: lp.LogicalPlan) -> bool:
+    return isinstance(plan, lp.Join) and plan.kind in ("inner", "cross") and \
+        not plan.null_equal and not plan.null_aware
+
+
+def _flatten(plan: lp.LogicalPlan, relations: list, conjuncts: list) -> None:
+    if _is_inner(plan):
+        _flatten(plan.left, relations, conjuncts)
+        _flatten(plan.right, relations, conjuncts)
+        conjuncts.extend(split_conjunction(plan.filter))
+        conjuncts.extend(Call("eq", (a, b), _bool()) for a, b in plan.on)
+    else:
+        relations.append(plan)
+
+
+def _bool():
+    import pyarrow as pa
+
+    return pa.bool_()
+
+
+class _JoinGraph:
+    """Relations (bit i = relation i), equi-join edges and the estimates over them."""
+
+    def __init__(self, relations: list[lp.LogicalPlan], conjuncts: list[Expr]):
+        self.relations = relations
+        self.rows = [max(estimate_rows(r), 1.0) for r in relations]
+        owner = {c.id: i for i, r in enumerate(relations) for c in r.columns}
+        # (i, j) -> the largest key distinct count among the equalities joining i and j
+        self.denominators: dict[tuple[int, int], float] = {}
+        self.neighbours = [0] * len(relations)
+        for conjunct in conjuncts:
+            if not (isinstance(conjunct, Call) and conjunct.func == "eq"):
+                continue
+            a, b = conjunct.args
+            sides = [{owner.get(i) for i in columns_of(x)} for x in (a, b)]
+            if any(len(s) != 1 or None in s for s in sides):
+                continue
+            i, j = next(iter(sides[0])), next(iter(sides[1]))
+            if i == j:
+                continue
+            ndv = max(_key_distinct(a, relations[i], b, relations[j]),
+                      _key_distinct(b, relations[j], a, relations[i]))
+            key = (min(i, j), max(i, j))
+            self.denominators[key] = max(self.denominators.get(key, 1.0), ndv)
+            self.neighbours[i] |= 1 << j
+            self.neighbours[j] |= 1 << i
+
+    def set_rows(self, subset: int) -> float:
+        rows = 1.0
+        for i, r in enumerate(self.rows):
+            if subset >> i & 1:
+                rows *= r
+        for (i, j), ndv in self.denominators.items():
+            if subset >> i & 1 and subset >> j & 1:
+                rows /= ndv
+        return max(rows, 1.0)
+
+    def _connected(self, subset: int) -> bool:
+        start = subset & -subset
+        seen, frontier = start, start
+        while frontier:
+            i = frontier.bit_length() - 1
+            frontier &= ~(1 << i)
+            new = self.neighbours[i] & subset & ~seen
+            seen |= new
+            frontier |= new
+        return seen == subset
+
+    def best_tree(self):
+        """A nested (left, right) tuple of relation indices, or None for a graph that is
+        not connected."""
+        full = (1 << len(self.relations)) - 1
+        if not self._connected(full):
+            return None
+        if len(self.relations) > MAX_DP_RELATIONS:
+            return self._greedy()
+        best: dict[int, tuple[float, object]] = {1 << i: (0.0, i)
+                                                for i in range(len(self.relations))}
+        for subset in range(1, full + 1):
+            if subset & (subset - 1) == 0 or not self._connected(subset):
+                continue
+            choice = None
+            for last in _bits(subset):
+                rest = subset & ~(1 << last)
+                if rest in best and self.neighbours[last] & rest:
+                    cost = best[rest][0] + self._step_cost(rest, last)
+                    if choice is None or cost < choice[0]:
+                        choice = (cost, (best[rest][1], last))
+            if choice is not None:
+                best[subset] = choice
+        cost, tree = best[full]
+        if cost * MIN_GAIN > self.written_cost():
+            return None  # not clearly better: the estimates are too rough to trust less
+        return tree
+
+    def _step_cost(self, joined: int, last: int) -> float:
+        return self.set_rows(joined | 1 << last) + min(self.set_rows(joined), self.rows[last])
+
+    def written_cost(self) -> float:
+        """The cost of joining the relations left-deep in the order the query wrote them."""
+        joined, cost = 1, 0.0
+        for last in range(1, len(self.relations)):
+            cost += self._step_cost(joined, last)
+            joined |= 1 << last
+        return cost
+
+    def _greedy(self):
+        """Left-deep: the smallest relation, then each time the neighbour that keeps the
+        intermediate result smallest."""
+        first = min(range(len(self.rows)), key=lambda i: self.rows[i])
+        tree, joined = first, 1 << first
+        while joined != (1 << len(self.rows)) - 1:
+            candidates = [i for i in range(len(self.rows))
+                          if not joined >> i & 1 and self.neighbours[i] & joined]
+            nxt = min(candidates, key=lambda i: self.set_rows(joined | 1 << i))
+            tree, joined = (tree, nxt), joined | 1 << nxt
+        return tree
+
+    def build(self, tree) -> lp.LogicalPlan:
+        """Cross joins in the tree's shape, the larger estimated side on the left (the probe
+        side when the physical planner builds on the smaller)."""
+        return self._build(tree)[0]
+
+    def _build(self, tree) -> tuple[lp.LogicalPlan, int]:
+        if isinstance(tree, int):
+            return self.relations[tree], 1 << tree
+        (left, left_set), (right, right_set) = (self._build(t) for t in tree)
+        if self.set_rows(left_set) < self.set_rows(right_set):
+            left, right = right, left
+        return lp.Join(left, right, "cross"), left_set | right_set
+
+
+def _key_distinct(key: Expr, plan: lp.LogicalPlan, other: Expr,
+                  other_plan: lp.LogicalPlan) -> float:
+    """Distinct values of one side's join key, at most the other key's distinct values in
+    its whole table (containment: a foreign key's values are among the primary key's, so
+    l_orderkey, spread over a range of 6M, has at most the 1.5M of o_orderkey)."""
+    ndv = distinct_estimate(key, plan)
+    domain = source_distinct(other, other_plan)
+    return min(ndv, domain) if domain is not None else ndv
+
+
+def _bits(subset: int):
+    while subset:
+        low = subset & -subset
+        yield low.bit_length() - 1
+        subset &= ~low

@@ -1,0 +1,104 @@
+"""DECIMAL(p <= 18) arithmetic and SUM on scaled int64 against DuckDB: values at the edge of
+their precision, NULLs, constants on either side, results that overflow their type (an error
+on both engines), and sums too large for int64 (the decimal128 fallback)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import plansight as ps
+from plansight.engine.kernels import decimal as D
+from plansight.errors import ExecutionError
+from tests.differential.harness import check
+
+
+def _table() -> pa.Table:
+    rng = np.random.default_rng(8)
+    n = 400
+    price = [None if i % 17 == 0 else Decimal(int(v)).scaleb(-2)
+             for i, v in enumerate(rng.integers(-10**13, 10**13, n))]
+    price[1], price[2] = Decimal("9999999999999.99"), Decimal("-9999999999999.99")
+    rate = [None if i % 23 == 0 else Decimal(int(v)).scaleb(-2)
+            for i, v in enumerate(rng.integers(0, 100, n))]
+    rate[1], rate[2] = Decimal("0.99"), Decimal("0.99")
+    big = [Decimal(10**17 - 1 - i).scaleb(-1) for i in range(n)]  # 17 digits, 1 decimal
+    return pa.table({"g": rng.integers(0, 4, n),
+                     "p": pa.array(price, pa.decimal128(15, 2)),
+                     "r": pa.array(rate, pa.decimal128(15, 2)),
+                     "s": pa.array([Decimal(int(v)) for v in rng.integers(-99, 99, n)],
+                                   pa.decimal128(3, 0)),
+                     "big": pa.array(big, pa.decimal128(18, 1))})
+
+
+QUERIES = [
+    "SELECT p * (1 - r), p * (1 - r) * (1 + r), p + r, p - r, r - 1, 2 * r, r * s FROM t",
+    "SELECT p + s, s - p, p * s, s * 3, -1.5 * r, r * 0.25 FROM t",
+    ("SELECT g, sum(p), sum(p * (1 - r)), sum(p * (1 - r) * (1 + r)), avg(p), count(p) "
+     "FROM t GROUP BY g"),
+    "SELECT sum(p), sum(r * s), min(p * r), max(p - r) FROM t",
+    "SELECT g, sum(big) FROM t GROUP BY g",  # 100 x ~10**17: beyond int64, decimal128 sums
+    "SELECT sum(big), sum(big - big) FROM t WHERE g < 0",  # empty: NULL
+]
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 7, 8192])
+@pytest.mark.parametrize("partitions", [1, 2, 3, 8])
+@pytest.mark.parametrize("sql", QUERIES)
+def test_decimal_kernels_match_duckdb(sql, partitions, batch_size):
+    check(sql, {"t": _table()}, target_partitions=partitions, batch_size=batch_size)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT p * p FROM t",            # 10**26 * 10**26: wraps int64, caught before
+    "SELECT big * s FROM t",          # DECIMAL(18, 1) x DECIMAL(3, 0) beyond 18 digits
+    "SELECT p * r * r * r * r FROM t",  # DECIMAL(18, 10) beyond its digits
+])
+def test_overflowing_results_are_errors_on_both_engines(sql):
+    table = _table()
+    con = duckdb.connect()
+    con.register("t", table)
+    with pytest.raises(duckdb.Error, match="(?i)overflow|out of range"):
+        con.execute(sql).fetchall()
+    session = ps.Session(target_partitions=1)
+    session.register("t", table)
+    with pytest.raises(ExecutionError, match="Overflow"):
+        session.sql(sql).to_arrow()
+
+
+def test_kernels_report_overflow_instead_of_wrapping():
+    valid = np.ones(3, dtype=bool)
+    big = np.array([3 * 10**9, -(3 * 10**9), 5], dtype=np.int64)
+    _, ok = D.multiply_scaled(big, 1, big, 1, valid, 0, True)
+    assert not ok  # 9e18 is too close to 2**63 to trust
+    out, ok = D.multiply_scaled(big, 1, np.array([2], np.int64), 0, valid, 10**10, False)
+    assert ok and out.tolist() == [6 * 10**9, -6 * 10**9, 10]
+    _, ok = D.add_scaled(big, 1, 1, np.array([10**9], np.int64), 0, -10, valid, 10**10)
+    assert not ok  # -3e9 - 1e10 leaves DECIMAL(10)
+    _, ok = D.add_scaled(big, 1, 3, big, 1, 1, valid, 10**10)
+    assert not ok  # 4 x 3e9 leaves DECIMAL(10)
+    out, ok = D.add_scaled(big, 1, 3, big, 1, 1, np.array([False, True, True]), 10**11)
+    assert ok and out.tolist() == [0, -12 * 10**9, 20]  # the masked row is skipped
+
+
+def test_tpch_q1_arithmetic_and_sums_take_the_int64_path(monkeypatch):
+    calls = {"multiply": 0, "add": 0, "sum": 0}
+    for name, key in (("multiply_scaled", "multiply"), ("add_scaled", "add")):
+        original = getattr(D, name)
+
+        def counted(*args, original=original, key=key):
+            calls[key] += 1
+            return original(*args)
+        monkeypatch.setattr(D, name, counted)
+    original_from = D.from_unscaled
+
+    def from_unscaled(ints, valid, to):
+        calls["sum"] += to.precision == 38
+        return original_from(ints, valid, to)
+    monkeypatch.setattr(D, "from_unscaled", from_unscaled)
+    check("SELECT g, sum(p * (1 - r)), sum(r * (1 + r)) FROM t GROUP BY g", {"t": _table()})
+    assert calls["multiply"] >= 2 and calls["add"] >= 2 and calls["sum"] >= 1, calls

@@ -1,0 +1,163 @@
+"""The compiled hash tables against a Python dict: ids, lookups, chains and pairs, including
+keys chosen to collide in every table size a test reaches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from plansight.engine.kernels import hash_table as ht
+from plansight.engine.physical.joins.key_index import KeyIndex, byte_buffers
+
+
+def _colliding_ints(count: int, bits: int) -> np.ndarray:
+    """``count`` keys whose hashes agree in their low ``bits`` bits: they share a slot (and
+    probe each other's) in every table of up to 2**bits slots."""
+    rng = np.random.default_rng(3)
+    found: dict[int, list[int]] = {}
+    while True:
+        for value in rng.integers(-(1 << 62), 1 << 62, 4096).tolist():
+            low = int(ht.hash_int(value)) & ((1 << bits) - 1)
+            found.setdefault(low, []).append(value)
+            if len(found[low]) == count:
+                return np.array(found[low], dtype=np.int64)
+
+
+def _reference_ids(values, valid):
+    ids, seen = [], {}
+    for v, ok in zip(values.tolist(), valid.tolist()):
+        ids.append(seen.setdefault(v, len(seen)) if ok else -1)
+    return np.array(ids, dtype=np.int64)
+
+
+@pytest.mark.parametrize("case", ["random", "colliding", "runs", "extremes", "empty",
+                                  "all_null"])
+def test_int_factorize_and_lookup_equal_a_dict(case):
+    rng = np.random.default_rng(7)
+    if case == "random":
+        values = rng.integers(-50, 5000, 20000)
+    elif case == "runs":  # clustered keys, as in a sorted file: the run shortcut
+        values = np.repeat(rng.integers(-20, 20, 300), rng.integers(1, 6, 300))
+    elif case == "colliding":
+        values = np.repeat(_colliding_ints(12, 10), 3)
+        rng.shuffle(values)
+    elif case == "extremes":
+        values = np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max, 0, -1, 1, 0, -1,
+                           np.iinfo(np.int64).min], dtype=np.int64)
+    else:
+        values = np.zeros(0 if case == "empty" else 5, dtype=np.int64)
+    values = values.astype(np.int64)
+    valid = rng.random(len(values)) > 0.1 if case != "all_null" else np.zeros(len(values), bool)
+    ids, table, uniques = ht.int_factorize(values, valid)
+    assert ids.tolist() == _reference_ids(values, valid).tolist()
+    assert uniques.tolist() == list(dict.fromkeys(values[valid].tolist()))
+    probes = np.concatenate([values, values + 1, _colliding_ints(20, 10)])
+    probe_valid = np.ones(len(probes), dtype=bool)
+    probe_valid[::7] = False
+    got = ht.int_lookup(probes, probe_valid, table)
+    position = {v: i for i, v in enumerate(uniques.tolist())}
+    want = [position.get(v, -1) if ok else -1 for v, ok in zip(probes.tolist(),
+                                                               probe_valid.tolist())]
+    assert got.tolist() == want
+
+
+def test_bytes_factorize_and_lookup_equal_a_dict():
+    rng = np.random.default_rng(9)
+    words = ["", "a", "ab", "ba", "abc", "é", "a\x00b", "a\x00", "x" * 300]
+    build = pa.array([words[i] if i >= 0 else None for i in rng.integers(-1, len(words), 500)],
+                     pa.string()).slice(3)  # a slice: offsets that do not start at 0
+    probe = pa.array(words + ["zz", "abcd", None], pa.large_string())
+    valid = np.asarray(build.is_valid())
+    ids, slots, first, hashes = ht.bytes_factorize(*byte_buffers(build), valid)
+    values = build.to_pylist()
+    seen: dict[str, int] = {}
+    assert ids.tolist() == [seen.setdefault(v, len(seen)) if v is not None else -1
+                            for v in values]
+    got = ht.bytes_lookup(*byte_buffers(probe), np.asarray(probe.is_valid()), slots, first,
+                          hashes, *byte_buffers(build))
+    assert got.tolist() == [seen.get(v, -1) if v is not None else -1 for v in probe.to_pylist()]
+
+
+def test_group_rows_and_expand_chain_duplicates_in_row_order():
+    ids = np.array([2, -1, 0, 2, 2, 1, -1, 0], dtype=np.int64)
+    starts, counts, order = ht.group_rows(ids, 3)
+    assert counts.tolist() == [2, 1, 3] and order.tolist() == [2, 7, 5, 0, 3, 4]
+    probe_rows, build_rows = ht.expand(np.array([2, -1, 0, 1], dtype=np.int64), starts, counts,
+                                       order)
+    assert list(zip(probe_rows.tolist(), build_rows.tolist())) == \
+        [(0, 0), (0, 3), (0, 4), (2, 2), (2, 7), (3, 5)]
+    assert ht.match_counts(np.array([2, -1, 1]), counts).tolist() == [3, 0, 1]
+
+
+def _pairs(build_keys, probe_keys, null_equal=False):
+    index = KeyIndex(build_keys, null_equal)
+    codes, _ = index.probe_codes(probe_keys)
+    probe_rows, build_rows = index.matches(codes)
+    return sorted(zip(probe_rows.tolist(), build_rows.tolist()))
+
+
+def _reference_pairs(build_rows, probe_rows, null_equal=False):
+    def usable(row):
+        return null_equal or None not in row
+    return sorted((i, j) for i, p in enumerate(probe_rows) for j, b in enumerate(build_rows)
+                  if usable(p) and usable(b) and p == b)
+
+
+@pytest.mark.parametrize("type_", [pa.int32(), pa.int64(), pa.uint64(), pa.date32(),
+                                   pa.timestamp("us"), pa.bool_(), pa.decimal128(12, 2),
+                                   pa.string(), pa.large_binary(), pa.float64()])
+def test_key_index_pairs_for_every_key_kind(type_):
+    rng = np.random.default_rng(1)
+    raw = [None if r < 0 else int(r) for r in rng.integers(-1, 6, 60)]
+
+    def column(values):
+        if pa.types.is_boolean(type_):
+            return pa.array([None if v is None else v % 2 == 0 for v in values], type_)
+        if pa.types.is_decimal(type_):
+            from decimal import Decimal
+            return pa.array([None if v is None else Decimal(v) / 4 for v in values], type_)
+        if pa.types.is_string(type_) or pa.types.is_binary(type_) or \
+                pa.types.is_large_binary(type_):
+            return pa.array([None if v is None else f"k{v}".encode() for v in values], type_)
+        if pa.types.is_floating(type_):
+            return pa.array([None if v is None else v / 3 for v in values], type_)
+        if pa.types.is_date(type_):
+            return pa.array(values, pa.int32()).cast(type_)
+        return pa.array(values, pa.int64()).cast(type_)
+
+    build, probe = column(raw[:30]), column(raw[30:])
+    assert _pairs([build], [probe]) == _reference_pairs(
+        [(v,) for v in build.to_pylist()], [(v,) for v in probe.to_pylist()])
+
+
+def test_float_keys_negative_zero_and_nan_are_one_key_each():
+    build = pa.array([0.0, float("nan"), 1.5, None])
+    probe = pa.array([-0.0, float("nan"), 1.5, None, 2.0])
+    assert _pairs([build], [probe]) == [(0, 0), (1, 1), (2, 2)]
+
+
+def test_null_equal_keys_match_null():
+    build = [pa.array([1, None, 2, None]), pa.array(["a", "b", None, "b"])]
+    probe = [pa.array([None, 2, 1, None]), pa.array(["b", None, "a", "a"])]
+    rows_b = list(zip(*(k.to_pylist() for k in build)))
+    rows_p = list(zip(*(k.to_pylist() for k in probe)))
+    assert _pairs(build, probe, null_equal=True) == _reference_pairs(rows_b, rows_p, True)
+    assert _pairs(build, probe) == _reference_pairs(rows_b, rows_p)
+
+
+def test_composite_keys_with_colliding_and_dictionary_columns():
+    keys = _colliding_ints(6, 10)
+    rng = np.random.default_rng(2)
+    a = pa.array(rng.choice(keys, 80))
+    b = pa.array(rng.choice(["x", "y", None], 80)).dictionary_encode()
+    build, probe = [a.slice(0, 40), b.slice(0, 40)], [a.slice(40), b.slice(40)]
+    assert _pairs(build, probe) == _reference_pairs(
+        list(zip(*(k.to_pylist() for k in build))), list(zip(*(k.to_pylist() for k in probe))))
+
+
+def test_empty_build_or_probe():
+    empty = pa.array([], pa.int64())
+    assert _pairs([empty], [pa.array([1, None])]) == []
+    assert _pairs([pa.array([1, 1])], [empty]) == []
+    assert _pairs([empty, pa.array([], pa.string())], [pa.array([1]), pa.array(["a"])]) == []
