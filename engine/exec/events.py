@@ -81,11 +81,15 @@ class OperatorStarted(Event):
 
 @dataclass(frozen=True)
 class OperatorFinished(Event):
+    """``elapsed`` is the run's wall time (start to end, children included); ``compute``
+    its own compute (``elapsed_compute``: children and waits on other threads excluded)."""
+
     operator_id: int
     operator: str
     partition: int
     rows: int
     elapsed: float
+    compute: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -138,8 +142,14 @@ class SpillRead(Event):
 
 @dataclass(frozen=True)
 class RepartitionOutput(Event):
+    """Rows (and Arrow bytes) routed to each output partition so far. ``final=False``:
+    published while routing, at most every ~50 ms; the last one, once every input ended, is
+    ``final``."""
+
     operator_id: int
     rows_per_partition: tuple[int, ...]
+    bytes_per_partition: tuple[int, ...] = ()
+    final: bool = True
 
 
 class RunProgress:
