@@ -67,6 +67,7 @@ class OperatorState:
     started: dict[int, float] = field(default_factory=dict)  # partition -> start time
     finished: dict[int, float] = field(default_factory=dict)  # partition -> end time
     compute: float = 0.0  # own compute seconds (children excluded), all partitions
+    run_compute: dict[int, float] = field(default_factory=dict)  # partition -> live run's
     consumers: dict[str, int] = field(default_factory=dict)  # memory consumer -> bytes now
     memory_peak: int = 0  # the largest sum of its consumers seen
     spill_count: int = 0
@@ -88,7 +89,7 @@ class OperatorState:
 
     def copy(self) -> OperatorState:
         return replace(self, started=dict(self.started), finished=dict(self.finished),
-                       consumers=dict(self.consumers))
+                       consumers=dict(self.consumers), run_compute=dict(self.run_compute))
 
 
 @dataclass(frozen=True)
@@ -212,12 +213,17 @@ class QueryMonitor:
                 state = self._operator(event.operator_id)
                 state.output_rows += event.rows
                 state.output_batches += event.batches  # the batches since the previous event
+                state.compute += event.compute
+                state.run_compute[event.partition] = (
+                    state.run_compute.get(event.partition, 0.0) + event.compute)
             elif isinstance(event, OperatorStarted):
                 self._operator(event.operator_id).started[event.partition] = event.time
             elif isinstance(event, OperatorFinished):
                 state = self._operator(event.operator_id)
                 state.finished[event.partition] = event.time
-                state.compute += event.compute
+                # the run's own time after its last batch (a final pull, a cleanup)
+                state.compute += max(0.0, event.compute
+                                     - state.run_compute.pop(event.partition, 0.0))
             elif isinstance(event, ReservationChanged):
                 self._pool_total = event.pool_total
                 self._pool_peak = max(self._pool_peak, event.pool_peak, event.pool_total)

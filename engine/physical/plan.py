@@ -235,6 +235,7 @@ class ExecutionPlan:
                 if observed:  # bytes: measured by the bus, off this thread (see RunProgress)
                     if batches == 1:
                         run.first = now
+                    run.compute = values["elapsed_compute"] - compute_before
                     run.counts = (rows, batches, now, batch)
                 yield batch
         except Exception as error:

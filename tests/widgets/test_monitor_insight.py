@@ -82,6 +82,20 @@ def test_self_time_per_operator_and_the_hot_one(monitor):
     assert "self=400.0ms (hot)" in render_text(snap, monitor.query.physical)
 
 
+def test_self_time_grows_live_from_batch_events(monitor):
+    op = ids(monitor)
+    sort = op["SortExec"]
+    monitor(QueryStarted("q", time=0.0))
+    monitor(OperatorStarted(sort, "SortExec", 0, time=0.1))
+    monitor(BatchProduced(sort, 0, 10, 80, compute=0.25, time=0.4))
+    assert monitor.snapshot().operators[sort].compute == pytest.approx(0.25)
+    monitor(BatchProduced(sort, 0, 10, 80, compute=0.05, time=0.5))
+    assert monitor.snapshot().operators[sort].compute == pytest.approx(0.30)
+    # the finish carries the run's total: only what came after the last batch is added
+    monitor(OperatorFinished(sort, "SortExec", 0, 20, 0.5, compute=0.32, time=0.6))
+    assert monitor.snapshot().operators[sort].compute == pytest.approx(0.32)
+
+
 def test_memory_per_consumer_now_and_peak_against_the_limit(monitor):
     op = ids(monitor)
     monitor(QueryStarted("q", time=0.0))
