@@ -634,7 +634,7 @@ def render_text(snap: MonitorSnapshot, plan) -> str:
         flag = (f" -- skewed: partition {summary['worst']} has {summary['max']:,} rows"
                 if summary["skewed"] else "")
         lines.append(f"rows per partition (operator {operator_id}): {list(rows)}{flag}")
-    for entry in snap.spill_feed:
+    for entry in snap.spill_feed[-_SPILL_FEED_SHOWN:]:  # the newest; the headline counts all
         lines.append(f"spill at {entry.at:.2f} s: {entry.operator}[{entry.partition}] "
                      f"{format_bytes(entry.bytes)}, {entry.rows:,} rows")
     if snap.error:
