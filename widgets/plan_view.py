@@ -1,5 +1,9 @@
-"""QueryMonitor: a live view of a running plan — per-operator rows, batches, elapsed time,
-memory pool use, spills and rows per partition after each repartition.
+"""QueryMonitor: a live view of a running plan that answers where the time and the memory
+go — per operator its own compute (children excluded, a bar scaled to the query's total,
+the hottest in red) beside its wall time, the bytes its memory consumers hold now and at
+their peak against the pool's limit, its spills (and a feed of them), progress weighted over
+the scan and each blocking operator, and rows and bytes per partition at each repartition
+while it routes.
 
 Threads and responsibilities::
 
@@ -17,7 +21,12 @@ the monitor writes a text progress line while the query runs and a text summary 
 Progress compares the rows the scans have read (produced, or dropped by a join's dynamic
 filter) with what the sources' statistics say they hold (``DataSourceExec.estimated_rows``);
 a query that reads less (a LIMIT, row groups skipped by statistics) says so instead of
-jumping to 100%.
+jumping to 100%. While the query runs, that scan is one phase of equal weight with each
+blocking operator (sort, aggregate, window, merge), so a sort still working after the scan
+keeps the bar below 100% and the text names it ("sorting (SortExec #3)").
+
+Memory consumers are named ``"<Exec>[<partition>]"``: a consumer belongs to the only
+operator of that name, else to the one of that name still running.
 
 Cancel button: a click reaches a kernel whose main shell is busy only when the front end
 sends widget messages on a kernel subshell (JEP 91: ipykernel >= 7, JupyterLab >= 4.4, which
