@@ -52,8 +52,7 @@ class QueryRun:
 
 def format_metrics(op: ExecutionPlan, ctx: TaskContext) -> str:
     m = ctx.metrics
-    own = m.total(op.operator_id, "elapsed_compute") - sum(
-        m.total(c.operator_id, "elapsed_compute") for c in op.children())
+    own = m.total(op.operator_id, "elapsed_compute")  # children excluded at the source
     parts = [f"output_rows={int(m.total(op.operator_id, 'output_rows'))}",
              f"output_batches={int(m.total(op.operator_id, 'output_batches'))}",
              f"elapsed_compute={max(own, 0) * 1000:.3f}ms"]

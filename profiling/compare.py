@@ -28,7 +28,7 @@ def operator_stats(run) -> list[dict[str, Any]]:
     """Per-operator numbers of one QueryRun (or Profile), in EXPLAIN order.
 
     ``wall_ms`` spans the first partition start to the last partition end; ``compute_ms`` is
-    the operator's own compute time (children's time subtracted, as in EXPLAIN ANALYZE).
+    the operator's own compute time (children excluded where it is measured; see compute_clock).
     """
     from plansight.profiling.timeline import plan_operators
 
@@ -39,8 +39,7 @@ def operator_stats(run) -> list[dict[str, Any]]:
         partitions = metrics.partitions(op.operator_id)
         starts = [m.start for m in partitions if m.start is not None]
         ends = [m.end for m in partitions if m.end is not None]
-        own = metrics.total(op.operator_id, "elapsed_compute") - sum(
-            metrics.total(child.operator_id, "elapsed_compute") for child in op.children())
+        own = metrics.total(op.operator_id, "elapsed_compute")  # children already excluded
         rows.append({
             "operator_id": op.operator_id, "operator": op.name, "display": op.display(),
             "partitions": len(partitions),

@@ -82,9 +82,9 @@ def _axis(x0: float, width: float, span_ms: float, y: float, height: float) -> l
 def gantt_svg(timeline: Timeline, samples: Sequence[Sample] = (), width: int = 760) -> str:
     """One bar per operator partition run, operators in EXPLAIN order (root on top).
 
-    Bars are inclusive: a parent's bar spans the time it waited for its children. A bar is
-    pale until the operator's first output batch: a blocking operator (a sort) is pale for
-    as long as it reads its input, a streaming one turns solid almost at once.
+    A pale bar spans the run (start to end, children included); solid marks are the
+    operator's own compute (children and waits excluded), so a parent's solid marks never
+    cover its children's: the hot operator is the one with the most solid.
     """
     origin, end = time_range(timeline, samples)
     lanes = timeline.lanes()
@@ -108,8 +108,8 @@ def gantt_svg(timeline: Timeline, samples: Sequence[Sample] = (), width: int = 7
     parts = [_svg_open("plansight-gantt", width, height),
              f"<text x='0' y='12' {_FONT} font-weight='bold'>operator timeline</text>",
              (f"<text x='{LABEL_WIDTH}' y='12' {_FONT} fill='#777'>one bar per operator "
-              "partition, pale until its first output batch; a parent's bar includes its "
-              "children's time</text>")]
+              "partition: pale while it runs, solid where it computes itself (children "
+              "excluded)</text>")]
     parts += _axis(LABEL_WIDTH, plot_width, scale_ms, top + row_height * max(1, len(rows)),
                    row_height * max(1, len(rows)))
     opacity = "1" if per_partition else "0.45"
@@ -122,20 +122,22 @@ def gantt_svg(timeline: Timeline, samples: Sequence[Sample] = (), width: int = 7
             x = LABEL_WIDTH + (span.start - origin) * 1000 / scale_ms * plot_width
             w = max(1.0, span.duration * 1000 / scale_ms * plot_width)
             first = span.end if span.first_output is None else span.first_output
-            waiting = min(w, max(0.0, (first - span.start) * 1000 / scale_ms * plot_width))
             tip = (f"{span.operator} #{span.operator_id} partition {span.partition}: "
-                   f"{span.duration * 1000:.2f} ms, {span.rows:,} rows, {span.batches:,} "
-                   f"batches, first output after {(first - span.start) * 1000:.2f} ms"
+                   f"own compute {span.compute * 1000:.2f} ms of {span.duration * 1000:.2f} ms "
+                   f"wall, {span.rows:,} rows, {span.batches:,} batches, first output after "
+                   f"{(first - span.start) * 1000:.2f} ms"
                    + ("" if span.finished else " (not finished)"))
-            # pale until the first batch came out (only input consumed), solid after
             parts.append(f"<g><title>{html.escape(tip)}</title>"
                          f"<rect x='{x:.1f}' y='{y + 2}' width='{w:.1f}' "
                          f"height='{row_height - 4}' rx='2' fill='{colour.get(operator_id)}' "
-                         f"fill-opacity='{float(opacity) * 0.35:.2f}'/>")
-            if w - waiting >= 0.5:
-                parts.append(f"<rect x='{x + waiting:.1f}' y='{y + 2}' "
-                             f"width='{w - waiting:.1f}' height='{row_height - 4}' rx='2' "
-                             f"fill='{colour.get(operator_id)}' fill-opacity='{opacity}'/>")
+                         f"fill-opacity='{float(opacity) * 0.25:.2f}'/>")
+            for busy_start, busy_end in span.busy:  # own compute only
+                bx = LABEL_WIDTH + (busy_start - origin) * 1000 / scale_ms * plot_width
+                bw = (busy_end - busy_start) * 1000 / scale_ms * plot_width
+                if bw >= 0.2:
+                    parts.append(f"<rect class='plansight-self' x='{bx:.1f}' y='{y + 2}' "
+                                 f"width='{bw:.1f}' height='{row_height - 4}' "
+                                 f"fill='{colour.get(operator_id)}' fill-opacity='{opacity}'/>")
             parts.append("</g>")
     parts.append("</svg>")
     return "".join(parts)

@@ -2,7 +2,9 @@
 
 An operator partition runs from its ``OperatorStarted`` (its stream's first ``next()``) to its
 ``OperatorFinished`` (the stream ended or was closed). That span is *inclusive*: a parent's
-span contains the time it waited for its children, as in a flame chart. ``BatchProduced``
+span contains the time it waited for its children. Its ``busy`` stretches are *own* time: the
+compute each ``BatchProduced`` reports (children excluded), so a parent's work does not
+cover its children's. ``BatchProduced``
 events add the rows, batches and bytes each span emitted; ``ReservationChanged`` events give
 the memory pool's reserved total over time. The first batch's time splits a span in two:
 before it the operator only consumed input (a sort reading everything), after it it emitted.
@@ -53,6 +55,10 @@ class Span:
     bytes: int = 0
     finished: bool = True  # False: the query stopped before this partition's stream ended
     first_output: float | None = None  # when the first batch came out (None: no rows)
+    compute: float = 0.0  # own compute seconds: children and waits excluded
+    # (start, end) stretches when it computed: each event's own compute, placed just before
+    # the event (at the delivery thread's ~20 ms resolution)
+    busy: tuple[tuple[float, float], ...] = ()
 
     @property
     def duration(self) -> float:
@@ -172,7 +178,8 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
                 first_seen.append(event.operator_id)
             names[event.operator_id] = event.operator
             open_spans[(event.operator_id, event.partition)].append(
-                {"start": event.time, "rows": 0, "batches": 0, "bytes": 0, "first": None})
+                {"start": event.time, "rows": 0, "batches": 0, "bytes": 0, "first": None,
+                 "compute": 0.0, "busy": [], "last": event.time})
         elif isinstance(event, BatchProduced):
             pending = open_spans.get((event.operator_id, event.partition))
             if pending:
@@ -184,13 +191,17 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
                 current["rows"] += event.rows
                 current["batches"] += event.batches  # the batches since the run's previous event
                 current["bytes"] += event.bytes
+                _busy(current, event.time, event.compute)
         elif isinstance(event, OperatorFinished):
             pending = open_spans.get((event.operator_id, event.partition))
             if pending:
                 opened = pending.popleft()
+                _busy(opened, event.time, event.compute - opened["compute"])  # after the last
                 spans.append(Span(event.operator_id, event.operator, event.partition,
                                   opened["start"], event.time, event.rows, opened["batches"],
-                                  opened["bytes"], True, opened["first"]))
+                                  opened["bytes"], True, opened["first"],
+                                  max(event.compute, opened["compute"]),
+                                  tuple(opened["busy"])))
         elif isinstance(event, ReservationChanged):
             pool.append((event.time, event.pool_total))
             pool_peak = max(pool_peak, event.pool_total, event.pool_peak)
@@ -210,7 +221,7 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
         for opened in pending:  # never finished: the query failed or was cancelled
             spans.append(Span(operator_id, names[operator_id], partition, opened["start"], end,
                               opened["rows"], opened["batches"], opened["bytes"], False,
-                              opened["first"]))
+                              opened["first"], opened["compute"], tuple(opened["busy"])))
     start = query_start if query_start is not None else min(
         (s.start for s in spans), default=end)
     order = first_seen
@@ -224,6 +235,15 @@ def build_timeline(events: Iterable[Event], plan=None) -> Timeline:
     spans.sort(key=lambda s: (rank.get(s.operator_id, len(rank)), s.partition, s.start))
     return Timeline(spans, start, end, order, names, pool, spills, repartitions, status,
                     pool_peak)
+
+
+def _busy(opened: dict, at: float, compute: float) -> None:
+    """Record ``compute`` seconds of own work that ended by ``at``: the stretch just before
+    it, never before the previous event of the span (it computed after that)."""
+    if compute > 0:
+        opened["compute"] += compute
+        opened["busy"].append((max(opened["last"], at - compute), at))
+    opened["last"] = max(opened["last"], at)
 
 
 def plan_operators(plan) -> list:

@@ -1,5 +1,9 @@
-"""QueryMonitor: a live view of a running plan — per-operator rows, batches, elapsed time,
-memory pool use, spills and rows per partition after each repartition.
+"""QueryMonitor: a live view of a running plan that answers where the time and the memory
+go — per operator its own compute (children excluded, a bar scaled to the query's total,
+the hottest in red) beside its wall time, the bytes its memory consumers hold now and at
+their peak against the pool's limit, its spills (and a feed of them), progress weighted over
+the scan and each blocking operator, and rows and bytes per partition at each repartition
+while it routes.
 
 Threads and responsibilities::
 
@@ -17,7 +21,12 @@ the monitor writes a text progress line while the query runs and a text summary 
 Progress compares the rows the scans have read (produced, or dropped by a join's dynamic
 filter) with what the sources' statistics say they hold (``DataSourceExec.estimated_rows``);
 a query that reads less (a LIMIT, row groups skipped by statistics) says so instead of
-jumping to 100%.
+jumping to 100%. While the query runs, that scan is one phase of equal weight with each
+blocking operator (sort, aggregate, window, merge), so a sort still working after the scan
+keeps the bar below 100% and the text names it ("sorting (SortExec #3)").
+
+Memory consumers are named ``"<Exec>[<partition>]"``: a consumer belongs to the only
+operator of that name, else to the one of that name still running.
 
 Cancel button: a click reaches a kernel whose main shell is busy only when the front end
 sends widget messages on a kernel subshell (JEP 91: ipykernel >= 7, JupyterLab >= 4.4, which
@@ -28,9 +37,11 @@ subshell; elsewhere it says to interrupt the kernel, which cancels the same way.
 from __future__ import annotations
 
 import html
+import re
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 
 from plansight.engine.exec.events import (
@@ -51,6 +62,7 @@ from plansight.engine.physical.plan import displayed_operators, operator_label, 
 from plansight.engine.physical.scan import DataSourceExec
 from plansight.errors import Cancelled
 
+_CONSUMER = re.compile(r"([A-Za-z]+)")  # a memory consumer's operator name prefix
 MAX_SKEW_PARTITIONS = 32  # partitions drawn per repartition; the rest are summarised
 SKEW_FACTOR = 4  # a repartition is flagged as skewed when max >= SKEW_FACTOR x median rows
 
@@ -63,6 +75,18 @@ class OperatorState:
     output_batches: int = 0
     started: dict[int, float] = field(default_factory=dict)  # partition -> start time
     finished: dict[int, float] = field(default_factory=dict)  # partition -> end time
+    compute: float = 0.0  # own compute seconds (children excluded), all partitions
+    run_compute: dict[int, float] = field(default_factory=dict)  # partition -> live run's
+    consumers: dict[str, int] = field(default_factory=dict)  # memory consumer -> bytes now
+    memory_peak: int = 0  # the largest sum of its consumers seen
+    spill_count: int = 0
+    spilled_rows: int = 0
+    spilled_bytes: int = 0
+
+    @property
+    def memory(self) -> int:
+        """Bytes its memory consumers hold now."""
+        return sum(self.consumers.values())
 
     def elapsed(self, now: float) -> float:
         """Wall time from the first partition start to the last end (or now)."""
@@ -73,7 +97,37 @@ class OperatorState:
         return max(0.0, end - min(self.started.values()))
 
     def copy(self) -> OperatorState:
-        return replace(self, started=dict(self.started), finished=dict(self.finished))
+        return replace(self, started=dict(self.started), finished=dict(self.finished),
+                       consumers=dict(self.consumers), run_compute=dict(self.run_compute))
+
+
+@dataclass(frozen=True)
+class SpillEntry:
+    """One line of the spill feed: seconds since the query started, who spilled what."""
+
+    at: float
+    operator_id: int
+    operator: str
+    partition: int
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One weighted step of the progress: the scans, then each blocking operator."""
+
+    name: str  # "scan", "SortExec #7", ...
+    fraction: float  # 0..1 of this phase done
+    running: bool  # started and not done
+
+
+#: Operators that take in all (or a large part) of their input before they can emit; the
+#: progress gives each its own phase, so it is not 100% while one still works.
+BLOCKING = {"SortExec": "sorting", "AggregateExec": "aggregating",
+            "WindowAggExec": "computing windows", "BoundedWindowAggExec": "computing windows",
+            "HashWindowAggExec": "computing windows", "SortPreservingMergeExec": "merging"}
+MAX_SPILL_FEED = 100  # spill feed lines kept (the newest); counts stay exact
 
 
 @dataclass
@@ -95,6 +149,11 @@ class MonitorSnapshot:
     now: float
     rows_scanned: int = 0  # output rows of the plan's scans so far
     rows_estimated: int | None = None  # what the scans' sources hold (None: no scan)
+    memory_limit: int | None = None  # the pool's limit (None: unlimited)
+    spill_feed: tuple[SpillEntry, ...] = ()  # newest last, at most MAX_SPILL_FEED
+    phases: tuple[Phase, ...] = ()  # scan first, then blocking operators (bottom up)
+    repartition_bytes: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    repartitions_done: frozenset[int] = frozenset()  # repartitions whose inputs all ended
 
 
 class QueryMonitor:
@@ -129,6 +188,20 @@ class QueryMonitor:
         self._scan_estimates = {op.operator_id: op.estimated_rows()
                                 for _, op in plan_rows(query.physical)
                                 if isinstance(op, DataSourceExec)}
+        operators = [op for _, op in query.physical.walk()] if query.physical else []
+        self._ids_by_name: dict[str, list[int]] = {}
+        for op in operators:
+            self._ids_by_name.setdefault(op.name, []).append(op.operator_id)
+        # (id, name, its input's id, partitions), deepest first: the order they work in
+        self._blocking = [(op.operator_id, op.name, op.children()[0].operator_id,
+                           op.output_partitioning().count)
+                          for op in reversed(operators) if op.name in BLOCKING and op.children()]
+        config = getattr(query, "config", None)
+        self._memory_limit = getattr(config, "memory_limit", None)
+        self._owners: dict[str, int] = {}  # memory consumer -> operator id, while it holds
+        self._spill_feed: deque[SpillEntry] = deque(maxlen=MAX_SPILL_FEED)
+        self._repartition_bytes: dict[int, tuple[int, ...]] = {}
+        self._repartitions_done: set[int] = set()
         self._lock = threading.Lock()
         self._version = 0
         self._status = "pending"
@@ -149,19 +222,42 @@ class QueryMonitor:
                 state = self._operator(event.operator_id)
                 state.output_rows += event.rows
                 state.output_batches += event.batches  # the batches since the previous event
+                state.compute += event.compute
+                state.run_compute[event.partition] = (
+                    state.run_compute.get(event.partition, 0.0) + event.compute)
             elif isinstance(event, OperatorStarted):
                 self._operator(event.operator_id).started[event.partition] = event.time
             elif isinstance(event, OperatorFinished):
-                self._operator(event.operator_id).finished[event.partition] = event.time
+                state = self._operator(event.operator_id)
+                state.finished[event.partition] = event.time
+                # the run's own time after its last batch (a final pull, a cleanup)
+                state.compute += max(0.0, event.compute
+                                     - state.run_compute.pop(event.partition, 0.0))
             elif isinstance(event, ReservationChanged):
                 self._pool_total = event.pool_total
                 self._pool_peak = max(self._pool_peak, event.pool_peak, event.pool_total)
+                self._reserved(event.consumer, event.size)
             elif isinstance(event, SpillWritten):
                 self._spill_count += 1
                 self._spilled_rows += event.rows
                 self._spilled_bytes += event.bytes
+                owner = event.operator_id or self._owner_of(event.operator)
+                if owner is not None:
+                    state = self._operator(owner)
+                    state.spill_count += 1
+                    state.spilled_rows += event.rows
+                    state.spilled_bytes += event.bytes
+                start = self._start if self._start is not None else event.time
+                self._spill_feed.append(SpillEntry(event.time - start, owner or 0,
+                                                   event.operator, event.partition,
+                                                   event.rows, event.bytes))
             elif isinstance(event, RepartitionOutput):
-                self._repartitions[event.operator_id] = tuple(event.rows_per_partition)
+                if event.operator_id not in self._repartitions_done:  # a late live one
+                    self._repartitions[event.operator_id] = tuple(event.rows_per_partition)
+                    self._repartition_bytes[event.operator_id] = tuple(
+                        event.bytes_per_partition)
+                if event.final:
+                    self._repartitions_done.add(event.operator_id)
             elif isinstance(event, QueryStarted):
                 self._status, self._start = "running", event.time
             elif isinstance(event, QueryFinished):
@@ -170,6 +266,35 @@ class QueryMonitor:
                 self._status, self._end, self._error = "failed", event.time, event.error
             elif isinstance(event, QueryCancelled):
                 self._status, self._end = "cancelled", event.time
+
+    def _reserved(self, consumer: str, size: int) -> None:
+        """Attribute a consumer's new size to its operator (``"<Exec>[<partition>]"``)."""
+        owner = self._owners.get(consumer)
+        if owner is None:
+            owner = self._owner_of(consumer)
+            if owner is None:
+                return
+            self._owners[consumer] = owner
+        state = self._operator(owner)
+        if size:
+            state.consumers[consumer] = size
+        else:  # freed: another operator of the same name may reuse the consumer name
+            state.consumers.pop(consumer, None)
+            self._owners.pop(consumer, None)
+        state.memory_peak = max(state.memory_peak, state.memory)
+
+    def _owner_of(self, consumer: str) -> int | None:
+        """The operator a consumer name belongs to: the only operator of that name, else the
+        one of them still running (two sorts of one plan share the name ``SortExec[0]``)."""
+        match = _CONSUMER.match(consumer)
+        ids = self._ids_by_name.get(match.group(1), []) if match else []
+        if len(ids) <= 1:
+            return ids[0] if ids else None
+        for operator_id in ids:
+            state = self._operators.get(operator_id)
+            if state is not None and len(state.finished) < len(state.started):
+                return operator_id
+        return ids[0]
 
     def _operator(self, operator_id: int) -> OperatorState:
         state = self._operators.get(operator_id)
@@ -185,16 +310,59 @@ class QueryMonitor:
                           if i in self._operators)
             if self._status != "pending":
                 scanned += self._rows_dropped_in_scans()
+            operators = {k: v.copy() for k, v in self._operators.items()}
+            for operator_id, compute in self._live_compute().items():
+                # live metrics count the batches of runs still going; events only ended runs
+                state = operators.setdefault(operator_id, OperatorState())
+                state.compute = max(state.compute, compute)
             return MonitorSnapshot(
                 version=self._version, status=self._status,
                 elapsed=(self._end if self._end is not None else now) - start,
-                operators={k: v.copy() for k, v in self._operators.items()},
+                operators=operators,
                 pool_total=self._pool_total, pool_peak=self._pool_peak,
                 spill_count=self._spill_count, spilled_rows=self._spilled_rows,
                 spilled_bytes=self._spilled_bytes, repartitions=dict(self._repartitions),
                 result_rows=self._result_rows, error=self._error, now=now,
                 rows_scanned=scanned, rows_estimated=sum(self._scan_estimates.values())
-                if self._scan_estimates else None)
+                if self._scan_estimates else None,
+                memory_limit=self._memory_limit, spill_feed=tuple(self._spill_feed),
+                phases=self._phases(operators, scanned),
+                repartition_bytes=dict(self._repartition_bytes),
+                repartitions_done=frozenset(self._repartitions_done))
+
+    def _live_compute(self) -> dict[int, float]:
+        ctx = getattr(self.query, "context", None)
+        if ctx is None or self._status == "pending":
+            return {}
+        return {k: v.get("elapsed_compute", 0.0) for k, v in ctx.metrics.snapshot().items()}
+
+    def _phases(self, operators: dict[int, OperatorState], scanned: int) -> tuple[Phase, ...]:
+        """The scan phase (rows read over the estimate), then one phase per blocking operator:
+        the rows it emitted over the rows its input gave it, once that input ended (an
+        aggregate, whose output is smaller, counts finished partitions instead)."""
+        done = self._status == "finished"
+        phases = []
+        if self._scan_estimates:
+            estimate = sum(self._scan_estimates.values())
+            scans = [operators.get(i) for i in self._scan_estimates]
+            ended = all(s is not None and s.started and len(s.finished) == len(s.started)
+                        for s in scans)
+            fraction = 1.0 if done or ended else min(1.0, scanned / estimate) if estimate else 0.0
+            phases.append(Phase("scan", fraction, fraction < 1.0 and self._status == "running"))
+        for operator_id, name, input_id, partitions in self._blocking:
+            state = operators.get(operator_id, OperatorState())
+            source = operators.get(input_id, OperatorState())
+            if done or len(state.finished) >= partitions:
+                fraction = 1.0
+            elif name == "AggregateExec":
+                fraction = 0.9 * len(state.finished) / partitions
+            else:
+                input_ended = source.started and len(source.finished) == len(source.started)
+                fraction = (0.9 * min(1.0, state.output_rows / source.output_rows)
+                            if input_ended and source.output_rows else 0.0)
+            running = bool(state.started) and fraction < 1.0 and self._status == "running"
+            phases.append(Phase(f"{name} #{operator_id}", fraction, running))
+        return tuple(phases)
 
     def _rows_dropped_in_scans(self) -> int:
         """Rows the scans read but dropped (a join's dynamic filter): scanned, yet no event
@@ -423,26 +591,61 @@ def _headline(snap: MonitorSnapshot) -> str:
     text = f"{snap.status} · {snap.elapsed * 1000:.0f} ms"
     if snap.result_rows is not None:
         text += f" · {snap.result_rows:,} rows"
-    text += f" · memory {format_bytes(snap.pool_total)} (peak {format_bytes(snap.pool_peak)})"
+    limit = format_bytes(snap.memory_limit) if snap.memory_limit else "no limit"
+    text += (f" · memory {format_bytes(snap.pool_total)} / {limit}"
+             f" (peak {format_bytes(snap.pool_peak)})")
     text += f" · spills {snap.spill_count}"
     if snap.spill_count:
         text += f" ({snap.spilled_rows:,} rows, {format_bytes(snap.spilled_bytes)})"
     return text
 
 
+def self_times(snap: MonitorSnapshot, plan) -> tuple[dict[int, float], int | None]:
+    """Each displayed operator's own compute seconds, and the hottest one's id (None when
+    nothing computed yet). Hidden operators (identity projections) have no row."""
+    times: dict[int, float] = {}
+    for _, op in plan_rows(plan):
+        times[op.operator_id] = snap.operators.get(op.operator_id, OperatorState()).compute
+    hot = max(times, key=times.get, default=None)
+    return times, hot if hot is not None and times[hot] > 0 else None
+
+
+def _memory_text(state: OperatorState) -> str:
+    if not state.memory_peak:
+        return ""
+    return f"{format_bytes(state.memory)} / {format_bytes(state.memory_peak)}"
+
+
+def _spill_text(state: OperatorState) -> str:
+    if not state.spill_count:
+        return ""
+    return f"{state.spill_count}× {format_bytes(state.spilled_bytes)}"
+
+
 def render_text(snap: MonitorSnapshot, plan) -> str:
     """A plain-text summary: headline, progress, then the plan with per-operator counters."""
     lines = [_headline(snap), progress_text(snap)]
+    times, hot = self_times(snap, plan)
     for depth, op in plan_rows(plan):
         state = snap.operators.get(op.operator_id, OperatorState())
+        extra = ""
+        if state.memory_peak:
+            extra += f" memory={_memory_text(state)}"
+        if state.spill_count:
+            extra += f" spilled={_spill_text(state)}"
         lines.append(f"{'  ' * depth}{op.name}: rows={state.output_rows:,} "
                      f"batches={state.output_batches:,} "
-                     f"elapsed={state.elapsed(snap.now) * 1000:.1f}ms")
+                     f"self={times[op.operator_id] * 1000:.1f}ms"
+                     f"{' (hot)' if op.operator_id == hot else ''} "
+                     f"wall={state.elapsed(snap.now) * 1000:.1f}ms{extra}")
     for operator_id, rows in snap.repartitions.items():
         summary = skew_summary(rows)
         flag = (f" -- skewed: partition {summary['worst']} has {summary['max']:,} rows"
                 if summary["skewed"] else "")
         lines.append(f"rows per partition (operator {operator_id}): {list(rows)}{flag}")
+    for entry in snap.spill_feed[-_SPILL_FEED_SHOWN:]:  # the newest; the headline counts all
+        lines.append(f"spill at {entry.at:.2f} s: {entry.operator}[{entry.partition}] "
+                     f"{format_bytes(entry.bytes)}, {entry.rows:,} rows")
     if snap.error:
         lines.append(f"error: {snap.error}")
     return "\n".join(lines)
@@ -461,10 +664,36 @@ _CANCEL_HINT = ("<div class='plansight-cancel-hint' style='color:#888'>to cancel
 
 
 def progress_fraction(snap: MonitorSnapshot) -> float | None:
-    """Rows scanned over the estimate, at most 1; None without a scan or an empty source."""
+    """While running: the mean of the phases (scan, then each blocking operator), so a sort
+    still working keeps it below 100%. Otherwise rows scanned over the estimate, at most 1;
+    None without a scan or an empty source.
+
+    Example:
+        >>> snap = MonitorSnapshot(1, "running", 1.0, {}, 0, 0, 0, 0, 0, {}, None, None, 0.0,
+        ...                        rows_scanned=1000, rows_estimated=1000,
+        ...                        phases=(Phase("scan", 1.0, False),
+        ...                                Phase("SortExec #2", 0.0, True)))
+        >>> progress_fraction(snap), current_phase(snap).name
+        (0.5, 'SortExec #2')
+    """
+    if snap.phases and snap.status == "running":
+        return sum(p.fraction for p in snap.phases) / len(snap.phases)
     if not snap.rows_estimated:
         return None
     return min(1.0, snap.rows_scanned / snap.rows_estimated)
+
+
+def current_phase(snap: MonitorSnapshot) -> Phase | None:
+    """The first phase not done: the work under way now (None once all are done)."""
+    if snap.status != "running":
+        return None
+    return next((p for p in snap.phases if p.fraction < 1.0), None)
+
+
+def _phase_text(phase: Phase) -> str:
+    if phase.name == "scan":
+        return "scanning"
+    return f"{BLOCKING.get(phase.name.split(' #')[0], 'working')} ({phase.name})"
 
 
 def progress_text(snap: MonitorSnapshot) -> str:
@@ -481,6 +710,15 @@ def progress_text(snap: MonitorSnapshot) -> str:
     """
     elapsed = f"{snap.elapsed:.1f} s"
     fraction = progress_fraction(snap)
+    if snap.phases and snap.status == "running":  # weighted phases: name the one under way
+        phase = current_phase(snap)
+        parts = [f"{fraction:.0%} done"]
+        if snap.rows_estimated:
+            parts = [f"rows scanned {snap.rows_scanned:,} of "
+                     f"~{max(snap.rows_estimated, snap.rows_scanned):,} ({fraction:.0%} done)"]
+        if phase is not None:
+            parts.append(_phase_text(phase))
+        return " · ".join([*parts, elapsed])
     if fraction is None:
         return elapsed
     estimate = max(snap.rows_estimated, snap.rows_scanned)  # a guessed size may be exceeded
@@ -525,6 +763,8 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True) -> str:
               "cancelled": "#ff7f0e"}.get(snap.status, "#888")
     body = []
     referenced = referenced_ids(plan)
+    times, hot = self_times(snap, plan)
+    total_time = sum(times.values()) or 1.0
     for depth, op in plan_rows(plan):
         state = snap.operators.get(op.operator_id, OperatorState())
         total = op.output_partitioning().count
@@ -532,15 +772,27 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True) -> str:
         label = operator_label(op, referenced)
         short = label if len(label) <= 90 else label[:89] + "…"
         running = " ▸" if state.started and done < len(state.started) else ""
+        own = times[op.operator_id]
+        is_hot = op.operator_id == hot
+        spill = ""
+        if state.spill_count:
+            spill = (f"<span class='plansight-spilled' title='{state.spilled_rows:,} rows "
+                     f"spilled' style='color:#d62728'>⛁ {esc(_spill_text(state))}</span>")
         body.append(
-            f"<tr><td style='text-align:left;{_CELL};padding-left:{depth * 1.2 + 0.3:.1f}em' "
+            f"<tr data-operator-id='{op.operator_id}'"
+            f"{' class=plansight-hot-row' if is_hot else ''}>"
+            f"<td style='text-align:left;{_CELL};padding-left:{depth * 1.2 + 0.3:.1f}em' "
             f"title='{esc(label)}'><code style='{_CODE}'>{esc(short)}</code>{running}</td>"
             f"<td {_NUMBER}>{done}/{total}</td><td {_NUMBER}>{state.output_rows:,}</td>"
             f"<td {_NUMBER}>{state.output_batches:,}</td>"
-            f"<td {_NUMBER}>{state.elapsed(snap.now) * 1000:.1f}</td></tr>")
+            f"<td style='{_CELL};white-space:nowrap'>{_time_bar(own, total_time, is_hot)}</td>"
+            f"<td {_NUMBER}>{state.elapsed(snap.now) * 1000:.1f}</td>"
+            f"<td {_NUMBER} class='plansight-memory'>{esc(_memory_text(state))}</td>"
+            f"<td {_NUMBER}>{spill}</td></tr>")
     header = "".join(f"<th style='text-align:{align};{_CELL}'>{name}</th>" for name, align in (
         ("operator", "left"), ("partitions", "right"), ("output rows", "right"),
-        ("batches", "right"), ("elapsed ms", "right")))
+        ("batches", "right"), ("self time", "left"), ("wall ms", "right"),
+        ("memory now / peak", "right"), ("spills", "right")))
     # inline styles only: the same look in a live widget and in the static snapshot
     parts = [(f"<div class='plansight-monitor' style='font-size:12px;line-height:1.35'>"
               f"<div style='color:{colour};font-weight:bold'>{esc(_headline(snap))}</div>"),
@@ -549,11 +801,47 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True) -> str:
              (f"<table style='border-collapse:collapse;margin:2px 0'><thead><tr>{header}</tr>"
               f"</thead><tbody>{''.join(body)}</tbody></table>")]
     for operator_id, rows in snap.repartitions.items():
-        parts.append(_skew_html(operator_id, rows))
+        parts.append(_skew_html(operator_id, rows, snap.repartition_bytes.get(operator_id, ()),
+                                live=operator_id not in snap.repartitions_done))
+    if snap.spill_feed:
+        parts.append(_spill_feed_html(snap))
     if snap.error:
         parts.append(f"<div style='color:#d62728'>{esc(snap.error)}</div>")
     parts.append("</div>")
     return "".join(parts)
+
+
+def _time_bar(seconds: float, total: float, hot: bool) -> str:
+    """Own compute as a bar scaled to the query's total own time; the hottest is red."""
+    share = seconds / total if total > 0 else 0.0
+    colour = "#d62728" if hot else "#1f77b4"
+    marker = (" <span class='plansight-hot' style='color:#d62728;font-weight:bold'>hot</span>"
+              if hot else "")
+    return (f"<div style='display:inline-block;width:80px;height:8px;background:#eee;"
+            f"margin-right:4px;vertical-align:middle'><div class='plansight-self-bar' "
+            f"style='width:{share * 100:.1f}%;height:100%;background:{colour}'></div></div>"
+            f"<span class='plansight-self-ms'>{seconds * 1000:.1f} ms "
+            f"({share:.0%})</span>{marker}")
+
+
+def _spill_feed_html(snap: MonitorSnapshot) -> str:
+    """The spill feed, newest first: when, which operator partition, bytes and rows."""
+    rows = "".join(
+        f"<tr><td {_NUMBER}>{entry.at:.2f} s</td>"
+        f"<td style='{_CELL}'>{html.escape(entry.operator)}[{entry.partition}]"
+        f"{f' #{entry.operator_id}' if entry.operator_id else ''}</td>"
+        f"<td {_NUMBER}>{format_bytes(entry.bytes)}</td><td {_NUMBER}>{entry.rows:,}</td></tr>"
+        for entry in reversed(snap.spill_feed[-_SPILL_FEED_SHOWN:]))  # newest first
+    more = (f" (newest {_SPILL_FEED_SHOWN} of {snap.spill_count})"
+            if snap.spill_count > _SPILL_FEED_SHOWN else "")
+    head = "".join(f"<th style='text-align:right;{_CELL}'>{name}</th>"
+                   for name in ("time", "operator", "bytes", "rows"))
+    return (f"<div class='plansight-spill-feed' style='margin-top:4px'>spills{more}"
+            f"<table style='border-collapse:collapse'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>")
+
+
+_SPILL_FEED_SHOWN = 8  # spill feed lines drawn: the widget must stay short
 
 
 def skew_summary(rows: tuple[int, ...]) -> dict:
@@ -583,12 +871,14 @@ def skew_summary(rows: tuple[int, ...]) -> dict:
             "skewed": len(rows) > 1 and top > 0 and top >= SKEW_FACTOR * median}
 
 
-def _skew_html(operator_id: int, rows: tuple[int, ...]) -> str:
+def _skew_html(operator_id: int, rows: tuple[int, ...], sizes: tuple[int, ...] = (),
+               live: bool = False) -> str:
     shown = rows[:MAX_SKEW_PARTITIONS]
     top = max(rows, default=0) or 1
     summary = skew_summary(rows)
+    size = (lambda i: f", {format_bytes(sizes[i])}" if i < len(sizes) else "")
     bars = "".join(
-        f"<div title='partition {i}: {r:,} rows' style='display:inline-block;width:8px;"
+        f"<div title='partition {i}: {r:,} rows{size(i)}' style='display:inline-block;width:8px;"
         f"margin-right:1px;vertical-align:bottom;"
         f"background:{'#d62728' if summary['skewed'] and i == summary['worst'] else '#1f77b4'};"
         f"height:{max(1, round(40 * r / top))}px'></div>" for i, r in enumerate(shown))
@@ -600,6 +890,13 @@ def _skew_html(operator_id: int, rows: tuple[int, ...]) -> str:
         flag = (f" <span class='plansight-skewed' style='color:#d62728;font-weight:bold'>"
                 f"skewed: partition {summary['worst']} has {summary['max']:,} rows, "
                 f"≥ {SKEW_FACTOR}× the median</span>")
+    if sizes:
+        bytes_summary = skew_summary(sizes)
+        stats += (f"; bytes min {format_bytes(bytes_summary['min'])}, median "
+                  f"{format_bytes(bytes_summary['median'])}, max "
+                  f"{format_bytes(bytes_summary['max'])}")
+    state = (" <span class='plansight-skew-live' style='color:#1f77b4'>(routing…)</span>"
+             if live else "")
     return (f"<div class='plansight-skew' style='margin-top:4px'>rows per partition, "
-            f"RepartitionExec #{operator_id}{more}: {stats}{flag}"
+            f"RepartitionExec #{operator_id}{state}{more}: {stats}{flag}"
             f"<div style='height:42px'>{bars}</div></div>")

@@ -81,11 +81,15 @@ class OperatorStarted(Event):
 
 @dataclass(frozen=True)
 class OperatorFinished(Event):
+    """``elapsed`` is the run's wall time (start to end, children included); ``compute``
+    its own compute (``elapsed_compute``: children and waits on other threads excluded)."""
+
     operator_id: int
     operator: str
     partition: int
     rows: int
     elapsed: float
+    compute: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class BatchProduced(Event):
     rows: int
     bytes: int
     batches: int = 1
+    compute: float = 0.0  # the run's own compute seconds since its previous BatchProduced
 
 
 @dataclass(frozen=True)
@@ -138,8 +143,14 @@ class SpillRead(Event):
 
 @dataclass(frozen=True)
 class RepartitionOutput(Event):
+    """Rows (and Arrow bytes) routed to each output partition so far. ``final=False``:
+    published while routing, at most every ~50 ms; the last one, once every input ended, is
+    ``final``."""
+
     operator_id: int
     rows_per_partition: tuple[int, ...]
+    bytes_per_partition: tuple[int, ...] = ()
+    final: bool = True
 
 
 class RunProgress:
@@ -153,35 +164,38 @@ class RunProgress:
     the GIL, and on an engine thread every release lets another engine thread take it.
     """
 
-    __slots__ = ("counts", "first", "operator_id", "partition")
+    __slots__ = ("compute", "counts", "first", "operator_id", "partition")
 
     def __init__(self, operator_id: int, partition: int):
         self.operator_id, self.partition = operator_id, partition
         self.counts: tuple = (0, 0, 0.0, None)
         self.first: float | None = None
+        # the run's own compute so far, stored before ``counts``; read with a later counts
+        # it may be a batch ahead, which only moves time between two adjacent events
+        self.compute = 0.0
 
-    def since(self, delivered: tuple[int, int, int, int]) -> tuple[BatchProduced | None,
-                                                                   tuple[int, int, int, int]]:
+    def since(self, delivered: tuple) -> tuple[BatchProduced | None, tuple]:
         """The ``BatchProduced`` for what came out after ``delivered`` -- (rows, batches,
-        sampled rows, sampled bytes) -- or None when nothing did, and the new ``delivered``.
-        The latest batch is measured; the event's bytes are its rows at the bytes per row
-        measured so far in the run."""
+        sampled rows, sampled bytes, compute) -- or None when nothing did, and the new
+        ``delivered``. The latest batch is measured; the event's bytes are its rows at the
+        bytes per row measured so far in the run."""
         rows, batches, last, batch = self.counts
-        delivered_rows, delivered_batches, sampled_rows, sampled_bytes = delivered
+        delivered_rows, delivered_batches, sampled_rows, sampled_bytes, computed = delivered
         if batches == delivered_batches:
             return None, delivered
+        compute = self.compute
         sampled_rows += batch.num_rows
         sampled_bytes += batch.nbytes
         new_rows = rows - delivered_rows
         event = BatchProduced(self.operator_id, self.partition, new_rows,
                               new_rows * sampled_bytes // max(sampled_rows, 1),
-                              batches - delivered_batches,
+                              batches - delivered_batches, max(0.0, compute - computed),
                               time=self.first if delivered_batches == 0 else last)
-        return event, (rows, batches, sampled_rows, sampled_bytes)
+        return event, (rows, batches, sampled_rows, sampled_bytes, max(compute, computed))
 
 
 _RESERVATIONS = object()  # where the pending reservation changes are delivered
-_NOTHING = (0, 0, 0, 0)  # what a run has delivered before its first BatchProduced
+_NOTHING = (0, 0, 0, 0, 0.0)  # what a run has delivered before its first BatchProduced
 TICK = 0.02  # seconds between a delivery thread's rounds while runs are live
 MAX_INCOMING = 1024  # unmerged events an observer may lag by before publishers merge them
 
@@ -203,7 +217,7 @@ class _Delivery:
         self._incoming: deque = deque()  # events, and (event, RunProgress) for runs
         self._lock = threading.Lock()  # guards pending, live, reservations and the counter
         self._pending: list = []
-        self._live: dict[RunProgress, tuple[int, int, int, int]] = {}  # run -> delivered
+        self._live: dict[RunProgress, tuple] = {}  # run -> delivered
         self._reservations: dict[str, ReservationChanged] = {}  # in order of last change
         self._wakeup, self._finished = threading.Event(), threading.Event()
         self._waiting = self._closing = self._stopped = False

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from plansight.engine.exec.compute_clock import CLOCK
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.events import OperatorFinished, OperatorStarted, RunProgress
 from plansight.engine.logical.expr import Expr, SortKey
@@ -188,9 +189,10 @@ class ExecutionPlan:
 
     def _instrumented(self, partition: int, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
         # Runs once per batch per operator, holding the GIL: keep it to a cancellation flag
-        # read, two clock reads and in-place adds to the metrics dict (readers see live
-        # values). With an observer, also the run's progress counters -- one tuple -- from
-        # which the bus makes BatchProduced events on its own thread; never an event here.
+        # read, two clock reads, the thread's nested time (compute_clock) and in-place adds
+        # to the metrics dict (readers see live values). With an observer, also the run's
+        # progress counters -- one tuple -- from which the bus makes BatchProduced events on
+        # its own thread; never an event here.
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         values = metrics.values
         bus = ctx.events
@@ -198,6 +200,7 @@ class ExecutionPlan:
         clock = time.perf_counter
         metrics.start = clock()
         observed = bus.active
+        compute_before = values["elapsed_compute"]  # a partition may run more than once
         if observed:
             run = RunProgress(self.operator_id, partition)
             bus.publish(OperatorStarted(self.operator_id, self.name, partition), run)
@@ -208,14 +211,20 @@ class ExecutionPlan:
             while True:
                 if cancelled():
                     ctx.check_cancelled()
+                # own time only: what nested pulls and waits on this thread add to
+                # CLOCK.nested is theirs; then count this whole pull as nested for the parent
+                nested = CLOCK.nested
                 t0 = clock()
                 try:
                     batch = pull()
                 except StopIteration:
-                    values["elapsed_compute"] += clock() - t0
+                    spent = clock() - t0
+                    values["elapsed_compute"] += spent - (CLOCK.nested - nested)
+                    CLOCK.nested = nested + spent
                     break
                 now = clock()
-                values["elapsed_compute"] += now - t0
+                values["elapsed_compute"] += now - t0 - (CLOCK.nested - nested)
+                CLOCK.nested = nested + (now - t0)
                 num_rows = batch.num_rows
                 if num_rows == 0:
                     continue
@@ -226,6 +235,7 @@ class ExecutionPlan:
                 if observed:  # bytes: measured by the bus, off this thread (see RunProgress)
                     if batches == 1:
                         run.first = now
+                    run.compute = values["elapsed_compute"] - compute_before
                     run.counts = (rows, batches, now, batch)
                 yield batch
         except Exception as error:
@@ -235,8 +245,9 @@ class ExecutionPlan:
             inner.close()
             metrics.end = clock()
             if observed:
+                own = values["elapsed_compute"] - compute_before
                 bus.publish(OperatorFinished(self.operator_id, self.name, partition, rows,
-                                             metrics.end - metrics.start), run)
+                                             metrics.end - metrics.start, compute=own), run)
 
     def __repr__(self) -> str:
         return self.display()

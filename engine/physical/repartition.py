@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 
@@ -45,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plansight.engine.errors import PlanError
+from plansight.engine.exec.compute_clock import CLOCK, waited
 from plansight.engine.exec.events import RepartitionOutput
 from plansight.engine.exec.spill import SpillWriter, spill_manager
 from plansight.engine.logical.expr import Expr
@@ -222,6 +224,8 @@ class RepartitionExec(ExecutionPlan):
                       for p in range(self.partitions)]
             stop = threading.Event()
             rows = np.zeros(self.partitions, dtype=np.int64)
+            sizes = np.zeros(self.partitions, dtype=np.int64)  # Arrow bytes routed
+            published = [0.0]  # when the last live RepartitionOutput went out
             state = {"ctx": ctx, "queues": queues, "stop": stop, "rows": rows,
                      "remaining": n_in, "readers": self.partitions}
 
@@ -229,15 +233,28 @@ class RepartitionExec(ExecutionPlan):
                 stream = None
                 lane = partition if self.preserve_order else 0
                 pending = _PendingOutputs(self, partition, ctx)
+                routing = ctx.metrics.for_partition(self.operator_id, self.name, partition)
                 try:
                     stream = self.input.execute(partition, ctx)
                     for i, batch in enumerate(stream):
                         if stop.is_set():
                             break
+                        # routing is this operator's compute, though no pull of it runs it;
+                        # waits on full queues are not (see compute_clock)
+                        nested, t0 = CLOCK.nested, time.perf_counter()
                         for p, piece in self.route(batch, partition + i):
                             rows[p] += piece.num_rows
+                            sizes[p] += piece.nbytes
                             for ready in pending.add(p, piece):
                                 queues[p][lane].put(ready, stop)
+                        now = time.perf_counter()
+                        routing.add("elapsed_compute", now - t0 - (CLOCK.nested - nested))
+                        CLOCK.nested = nested + (now - t0)
+                        if ctx.events.active and now - published[0] >= _LIVE_INTERVAL:
+                            published[0] = now  # racy between producers: at worst one extra
+                            ctx.events.publish(RepartitionOutput(
+                                self.operator_id, tuple(int(r) for r in rows),
+                                tuple(int(b) for b in sizes), final=False))
                     for p, ready in pending.flush_all():
                         queues[p][lane].put(ready, stop)
                 except BaseException as error:  # noqa: BLE001 (re-raised by every reader)
@@ -257,8 +274,9 @@ class RepartitionExec(ExecutionPlan):
                         last = state["remaining"] == 0
                     if last:
                         if ctx.events.active:
-                            ctx.events.publish(RepartitionOutput(self.operator_id,
-                                                                 tuple(int(r) for r in rows)))
+                            ctx.events.publish(RepartitionOutput(
+                                self.operator_id, tuple(int(r) for r in rows),
+                                tuple(int(b) for b in sizes)))
                         if not self.preserve_order:
                             for output in queues:
                                 output[0].put(None, stop)
@@ -319,6 +337,7 @@ def _drain(q: _OutputQueue, ctx, metrics) -> Iterator[pa.RecordBatch]:
         yield item
 
 
+_LIVE_INTERVAL = 0.05  # seconds between live rows-per-partition events while routing
 _QUEUE_CAPACITY = 8  # batches per output queue: the backpressure bound
 
 
@@ -424,8 +443,11 @@ class _OutputQueue:
     def put(self, item, stop: threading.Event) -> None:
         """Enqueue (blocks while full); dropped once the reader has closed."""
         with self.condition:
-            while len(self.items) >= self.capacity and not stop.is_set() and not self.closed:
-                self.condition.wait(0.05)
+            if len(self.items) >= self.capacity:
+                since = time.perf_counter()
+                while len(self.items) >= self.capacity and not stop.is_set() and not self.closed:
+                    self.condition.wait(0.05)
+                waited(since)
             if stop.is_set() or self.closed:
                 return
             if isinstance(item, pa.RecordBatch) and not self.reservation.try_grow(item.nbytes):
@@ -440,7 +462,9 @@ class _OutputQueue:
         """The next item, or ``_EMPTY`` after ``timeout`` seconds without one."""
         with self.condition:
             if not self.items:
+                since = time.perf_counter()
                 self.condition.wait(timeout)
+                waited(since)
                 if not self.items:
                     return _EMPTY
             item = self.items.popleft()

@@ -223,3 +223,26 @@ def test_a_query_through_a_repartition_keeps_its_answer_at_tiny_batches():
     session.register("t", pa.table({"k": np.arange(1000) % 17, "v": np.arange(1000)}))
     got = session.sql("SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY k").to_arrow()
     assert got.column("s").to_pylist() == [sum(range(k, 1000, 17)) for k in range(17)]
+
+
+@pytest.mark.parametrize("inputs", [1, 2, 3])
+def test_rows_per_partition_are_published_while_routing(inputs):
+    """Live RepartitionOutput events (the first routed batch always sends one) never exceed
+    the final counts; the last event is the final one, with bytes per partition too."""
+    ctx, events = _ctx(batch_size=64, observe=True)
+    source = Batches(inputs, 50, 7)
+    plan = RepartitionExec(source, "hash", 4, (KEY,))
+    _read_all(plan, ctx)
+    ctx.events.close()
+    published = [e for e in events if isinstance(e, RepartitionOutput)]
+    live, final = [e for e in published if not e.final], published[-1]
+    assert final.final and sum(e.final for e in published) == 1
+    assert list(final.rows_per_partition) == _expected_rows_per_partition(source, 4)
+    assert len(final.bytes_per_partition) == 4 and sum(final.bytes_per_partition) > 0
+    assert live, "the first routed batch publishes the rows per partition so far"
+    for event in live:
+        assert all(r <= f for r, f in zip(event.rows_per_partition, final.rows_per_partition))
+        assert all(b <= f for b, f in zip(event.bytes_per_partition,
+                                          final.bytes_per_partition))
+    # routing on the producer threads is the repartition's own compute
+    assert ctx.metrics.total(plan.operator_id, "elapsed_compute") > 0

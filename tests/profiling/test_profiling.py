@@ -234,3 +234,33 @@ def test_spills_are_instants_on_their_operator_track():
     assert spill["tid"] == track["tid"] and spill["s"] == "t" and spill["ts"] == 500_000
     assert spill["args"] == {"operator": "SortExec", "rows": 100, "bytes": 4096}
     assert "spill" in memory_svg(timeline)
+
+
+def test_gantt_draws_own_compute_not_the_childrens():
+    """A parent's solid marks are its own compute: they do not span its child's."""
+    from plansight.engine.exec.events import (
+        BatchProduced,
+        OperatorFinished,
+        OperatorStarted,
+        QueryFinished,
+        QueryStarted,
+    )
+    from plansight.profiling.timeline import build_timeline
+
+    events = [QueryStarted("q", time=0.0),
+              OperatorStarted(1, "SortExec", 0, time=0.0),
+              OperatorStarted(2, "DataSourceExec", 0, time=0.0),
+              BatchProduced(2, 0, 10, 80, compute=0.4, time=0.4),
+              OperatorFinished(2, "DataSourceExec", 0, 10, 0.45, compute=0.45, time=0.45),
+              BatchProduced(1, 0, 10, 80, compute=0.5, time=1.0),
+              OperatorFinished(1, "SortExec", 0, 10, 1.0, compute=0.5, time=1.0),
+              QueryFinished(10, time=1.0)]
+    timeline = build_timeline(events)
+    sort, scan = timeline.for_operator(1)[0], timeline.for_operator(2)[0]
+    assert (sort.duration, sort.compute, sort.busy) == (1.0, 0.5, ((0.5, 1.0),))
+    assert scan.busy == ((0.0, 0.4), (0.4, 0.45)) and scan.compute == pytest.approx(0.45)
+    svg = ElementTree.fromstring(gantt_svg(timeline))
+    solid = [r for r in svg.iter("{http://www.w3.org/2000/svg}rect")
+             if r.get("class") == "plansight-self"]
+    assert len(solid) == 3
+    assert "own compute 500.00 ms of 1000.00 ms wall" in gantt_svg(timeline)
