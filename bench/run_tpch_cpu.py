@@ -34,7 +34,7 @@ import plansight as ps
 from pathlib import Path
 data, partitions = sys.argv[1], int(sys.argv[2])
 session = ps.Session(target_partitions=partitions)
-for table in %r:
+for table in __TABLES__:
     session.register_parquet(table, f"{data}/{table}.parquet")
 queries = Path(ps.__file__).parent / "datasets" / "tpch_queries"
 print(json.dumps({"ready": ps.__file__}), flush=True)
@@ -45,7 +45,7 @@ for line in sys.stdin:
     rows = session.sql(sql).to_arrow().num_rows
     print(json.dumps({"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall,
                       "rows": rows}), flush=True)
-""" % (TABLES,)
+""".replace("__TABLES__", repr(TABLES))
 
 
 class Worker:
@@ -106,6 +106,9 @@ def main() -> None:
     def best(key, q, what):
         return min(r[what] for r in results[key][q])
 
+    def ratio(p, q):
+        return best(("new", p), q, "cpu") / best(("base", p), q, "cpu")
+
     header = ["query"] + [f"{n}@{p} cpu s" for n, p in workers] + \
         [f"{n}@{p} wall s" for n, p in workers]
     if args.baseline_path:
@@ -114,12 +117,11 @@ def main() -> None:
     print("|" + "---|" * len(header))
     rows = [[f"Q{q:02d}"] + [f"{best(k, q, 'cpu'):.2f}" for k in workers] +
             [f"{best(k, q, 'wall'):.2f}" for k in workers] +
-            ([f"{best(('new', p), q, 'cpu') / best(('base', p), q, 'cpu'):.2f}x"
-              for p in parts] if args.baseline_path else []) for q in queries]
+            ([f"{ratio(p, q):.2f}x" for p in parts] if args.baseline_path else []) for q in queries]
     rows.append(["geomean"] + [f"{geomean([best(k, q, 'cpu') for q in queries]):.3f}"
                                for k in workers] +
                 [f"{geomean([best(k, q, 'wall') for q in queries]):.3f}" for k in workers] +
-                ([f"{geomean([best(('new', p), q, 'cpu') / best(('base', p), q, 'cpu') for q in queries]):.2f}x"
+                ([f"{geomean([ratio(p, q) for q in queries]):.2f}x"
                   for p in parts] if args.baseline_path else []))
     for row in rows:
         print("| " + " | ".join(row) + " |")

@@ -39,7 +39,8 @@ def _tables() -> dict[str, pa.Table]:
 
     a, b = side(120, 9, 1), side(70, 5, 2)
     return {"a": a, "b": b, "e": a.slice(0, 0), "u": pa.table({
-        "k": pa.array(rng.permutation(keys), pa.int64()), "name": [f"u{i}" for i in range(len(keys))]})}
+        "k": pa.array(rng.permutation(keys), pa.int64()),
+        "name": [f"u{i}" for i in range(len(keys))]})}
 
 
 QUERIES = [

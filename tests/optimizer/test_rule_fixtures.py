@@ -5,6 +5,10 @@ In the style of sqlglot's optimizer fixtures: ``fixtures/<rule>.txt`` holds case
 ``----``, then the plan text the rule alone makes of the bound (unoptimized) plan. Every rule
 in ``RULES`` must have a fixture file, so no rule goes untested by name.
 
+A file whose first line is ``-- input: pipeline`` starts each case from the plan the rule
+sees in the pipeline (every rule before its first place in ``RULES`` applied), for rules that
+rely on earlier ones (join reordering needs the filters pushed down).
+
 To (re)write the expected plans after an intended change, run with
 ``PLANSIGHT_UPDATE_FIXTURES=1`` and read the diff before committing it.
 """
@@ -35,6 +39,8 @@ def _session() -> ps.Session:
     s.register("u", pa.table({"a": pa.array([1, 3], pa.int64()),
                               "d": pa.array([10, 30], pa.int64())}))
     s.register("v", pa.table({"d": pa.array([10, 20], pa.int64()), "e": ["p", "q"]}))
+    s.register("f", pa.table({"a": pa.array([i % 3 for i in range(30_000)], pa.int64()),
+                              "g": pa.array(range(30_000), pa.int64())}))
     return s
 
 
@@ -54,7 +60,11 @@ def _cases(rule: str) -> list[tuple[str, str, str]]:
 
 
 def _apply(rule: str, sql: str) -> str:
-    return format_plan(BY_NAME[rule](_session().sql(sql).logical))
+    plan = _session().sql(sql).logical
+    if (FIXTURES / f"{rule}.txt").read_text().startswith("-- input: pipeline"):
+        for earlier in RULES[:[r.__name__ for r in RULES].index(rule)]:
+            plan = earlier(plan)
+    return format_plan(BY_NAME[rule](plan))
 
 
 @pytest.mark.parametrize("rule", RULE_NAMES)
