@@ -25,7 +25,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 # one row of the monitor's plan table: the full operator label, then partitions, output rows
-MONITOR_ROW = re.compile(r"<tr><td[^>]*title='([^']*)'><code[^>]*>.*?</code>[^<]*</td>"
+MONITOR_ROW = re.compile(r"<tr[^>]*><td[^>]*title='([^']*)'><code[^>]*>.*?</code>[^<]*</td>"
                          r"<td[^>]*>(\d+)/(\d+)</td><td[^>]*>([\d,]+)</td>")
 ANALYZE_LINE = re.compile(r"^( *)(.*), metrics=\[output_rows=(\d+),", re.MULTILINE)
 
