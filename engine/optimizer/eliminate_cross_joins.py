@@ -17,11 +17,11 @@ def eliminate_cross_joins(plan: lp.LogicalPlan) -> lp.LogicalPlan:
     inputs = tuple(eliminate_cross_joins(c) for c in plan.inputs())
     if inputs:
         plan = plan.with_inputs(inputs)
-    if not (isinstance(plan, lp.Filter) and _is_inner(plan.input)):
+    if not (isinstance(plan, lp.Filter) and is_inner_join(plan.input)):
         return plan
     relations: list[lp.LogicalPlan] = []
     conjuncts = split_conjunction(plan.predicate)
-    _flatten(plan.input, relations, conjuncts)
+    flatten_inner_joins(plan.input, relations, conjuncts)
     if len(relations) < 3:
         return plan
     ids = [{c.id for c in r.columns} for r in relations]
@@ -37,14 +37,19 @@ def eliminate_cross_joins(plan: lp.LogicalPlan) -> lp.LogicalPlan:
     return lp.Filter(joined, conjunction(conjuncts))
 
 
-def _is_inner(plan: lp.LogicalPlan) -> bool:
-    return isinstance(plan, lp.Join) and plan.kind in ("inner", "cross")
+def is_inner_join(plan: lp.LogicalPlan) -> bool:
+    """An inner or cross join whose keys compare with plain ``=`` (a null-equal or null-aware
+    join is not the conjunction of its key equalities, so it is never flattened)."""
+    return isinstance(plan, lp.Join) and plan.kind in ("inner", "cross") and \
+        not plan.null_equal and not plan.null_aware
 
 
-def _flatten(plan, relations, conjuncts) -> None:
-    if _is_inner(plan):
-        _flatten(plan.left, relations, conjuncts)
-        _flatten(plan.right, relations, conjuncts)
+def flatten_inner_joins(plan, relations: list, conjuncts: list) -> None:
+    """The relations under a tree of inner joins, and every condition of those joins as
+    conjuncts (keys as equalities)."""
+    if is_inner_join(plan):
+        flatten_inner_joins(plan.left, relations, conjuncts)
+        flatten_inner_joins(plan.right, relations, conjuncts)
         conjuncts.extend(split_conjunction(plan.filter))
         conjuncts.extend(Call("eq", (a, b), _bool()) for a, b in plan.on)
     else:

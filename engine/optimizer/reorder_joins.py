@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.estimate import distinct_estimate, estimate_rows, source_distinct
-from plansight.engine.logical.expr import Call, Expr, columns_of, conjunction, split_conjunction
+from plansight.engine.logical.expr import Call, Expr, columns_of, conjunction
+from plansight.engine.optimizer.eliminate_cross_joins import flatten_inner_joins, is_inner_join
 
 MAX_DP_RELATIONS = 10
 #: reorder only when the estimated cost of the written order is at least this many times the
@@ -39,12 +40,12 @@ MIN_GAIN = 2.0
 
 
 def reorder_joins(plan: lp.LogicalPlan) -> lp.LogicalPlan:
-    if not _is_inner(plan):
+    if not is_inner_join(plan):
         inputs = tuple(reorder_joins(c) for c in plan.inputs())
         return plan.with_inputs(inputs) if inputs else plan
     relations: list[lp.LogicalPlan] = []
     conjuncts: list[Expr] = []
-    _flatten(plan, relations, conjuncts)
+    flatten_inner_joins(plan, relations, conjuncts)
     relations = [reorder_joins(r) for r in relations]
     graph = _JoinGraph(relations, conjuncts)
     order = graph.best_tree() if len(relations) >= 3 else None
@@ -61,19 +62,6 @@ def _rebuild_as_written(plan: lp.LogicalPlan) -> lp.LogicalPlan:
     return plan.with_inputs(tuple(reorder_joins(c) for c in plan.inputs()))
 
 
-def _is_inner(plan: lp.LogicalPlan) -> bool:
-    return isinstance(plan, lp.Join) and plan.kind in ("inner", "cross") and \
-        not plan.null_equal and not plan.null_aware
-
-
-def _flatten(plan: lp.LogicalPlan, relations: list, conjuncts: list) -> None:
-    if _is_inner(plan):
-        _flatten(plan.left, relations, conjuncts)
-        _flatten(plan.right, relations, conjuncts)
-        conjuncts.extend(split_conjunction(plan.filter))
-        conjuncts.extend(Call("eq", (a, b), _bool()) for a, b in plan.on)
-    else:
-        relations.append(plan)
 
 
 def _bool():
