@@ -57,7 +57,8 @@ class PlansightMagics(Magics):
     @argument("--explain", action="store_true",
               help="print the physical plan without running the query")
     @argument("--analyze", action="store_true",
-              help="run the query and print EXPLAIN ANALYZE (per-operator metrics)")
+              help="run the query and show every operator's metrics: the monitor's full "
+                   "table (never collapsed), or EXPLAIN ANALYZE text with --no-monitor")
     @argument("--no-monitor", action="store_true",
               help="do not show the live plan monitor")
     @argument("--partitions", type=int, metavar="N",
@@ -170,7 +171,8 @@ class PlansightMagics(Magics):
             from plansight.profiling import profile_query
 
             profile = profile_query(query, execute=lambda observers: self._execute(
-                query, monitor=self._monitor(args), observers=observers))
+                query, monitor=self._monitor(args), observers=observers,
+                detail=args.analyze))
             run = profile.run
             _display(profile)
             if args.trace:
@@ -181,11 +183,11 @@ class PlansightMagics(Magics):
                 else:
                     print(f"trace written to {path} (open it in https://ui.perfetto.dev)")
         else:
-            run = self._execute(query, monitor=self._monitor(args))
+            run = self._execute(query, monitor=self._monitor(args), detail=args.analyze)
         if getattr(query, "_explain", None) is not None:  # EXPLAIN [ANALYZE] written in SQL
             print(run.result.column(0)[0].as_py())
             return None
-        if args.analyze:
+        if args.analyze and not self._monitor(args):  # else the monitor shows the plan
             print(run.explain_analyze())
         result = run.result
         if args.plot:
@@ -210,11 +212,11 @@ class PlansightMagics(Magics):
         return value
 
     @staticmethod
-    def _execute(query, monitor: bool, observers=()):
+    def _execute(query, monitor: bool, observers=(), detail: bool = False):
         if monitor:
             from plansight.widgets.plan_view import QueryMonitor
 
-            return QueryMonitor(query, observers=observers).run()
+            return QueryMonitor(query, observers=observers, detail=detail).run()
         try:
             return query.execute(observer=list(observers))
         except KeyboardInterrupt:

@@ -18,13 +18,14 @@ from plansight.errors import (
     SqlSyntaxError,
 )
 from plansight.query import Query, QueryRun
+from plansight.query_history import history
 from plansight.session import Session
 
 __version__ = "0.1.0"
 
 __all__ = ["Session", "Query", "QueryRun", "PlansightError", "SqlSyntaxError", "PlanError",
            "NotSupportedError", "ExecutionError", "ResourcesExhausted", "Cancelled",
-           "InternalError"]
+           "InternalError", "history"]
 
 
 def load_ipython_extension(ipython):  # %load_ext plansight

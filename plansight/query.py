@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +30,7 @@ from plansight.errors import (
     add_caret,
     internal_error,
 )
+from plansight.query_history import record_run
 
 
 @dataclass
@@ -47,18 +49,20 @@ class QueryRun:
         return self.ctx.metrics
 
     def explain_analyze(self) -> str:
-        return format_physical(self.plan, lambda op: format_metrics(op, self.ctx))
+        totals = self.ctx.metrics.snapshot()  # once: every operator's line reads from it
+        return format_physical(self.plan,
+                               lambda op: format_metrics(totals.get(op.operator_id, {})))
 
 
-def format_metrics(op: ExecutionPlan, ctx: TaskContext) -> str:
-    m = ctx.metrics
-    own = m.total(op.operator_id, "elapsed_compute")  # children excluded at the source
-    parts = [f"output_rows={int(m.total(op.operator_id, 'output_rows'))}",
-             f"output_batches={int(m.total(op.operator_id, 'output_batches'))}",
+def format_metrics(totals: dict[str, float]) -> str:
+    """One operator's EXPLAIN ANALYZE metrics from its totals over partitions: rows,
+    batches and own compute first, then every other metric it recorded, when non-zero."""
+    own = totals.get("elapsed_compute", 0.0)  # children excluded at the source
+    parts = [f"output_rows={int(totals.get('output_rows', 0))}",
+             f"output_batches={int(totals.get('output_batches', 0))}",
              f"elapsed_compute={max(own, 0) * 1000:.3f}ms"]
-    totals = m.snapshot().get(op.operator_id, {})
     shown = ("output_rows", "output_batches", "elapsed_compute")
-    for name in sorted(totals):  # every other metric the operator recorded, when non-zero
+    for name in sorted(totals):
         if name not in shown and totals[name]:
             parts.append(f"{name}={int(totals[name])}")
     return ", ".join(parts)
@@ -109,6 +113,7 @@ class Query:
         self._ctx: TaskContext | None = None
         self._bus: EventBus | None = None
         self._cancel = threading.Event()
+        self.last_record = None  # this query's latest run in plansight.history()
         self.logical = self.optimized = None
         self.physical: ExecutionPlan | None = None
         if statement is not None:
@@ -161,14 +166,36 @@ class Query:
         ctx = TaskContext(self.config, pool, events=bus, cancelled=self._cancel)
         self._cancel.clear()
         self._ctx, self._bus = ctx, bus
+        started, start = datetime.now(), time.perf_counter()
         try:
             run = self._run(ctx)
+        except BaseException as error:
+            self._record(started, time.perf_counter() - start, ctx, error=error)
+            raise
         finally:
             bus.close()  # observers have seen every event (the last one too) before we return
             self._bus = None
+        analyzed = run.explain_analyze()
+        self._record(started, run.elapsed, ctx, rows=run.result.num_rows, analyzed=analyzed)
         if self._explain == "analyze":
-            run.result = pa.table({"plan": [run.explain_analyze()]})
+            run.result = pa.table({"plan": [analyzed]})
         return run
+
+    def _record(self, started: datetime, elapsed: float, ctx: TaskContext,
+                rows: int | None = None, analyzed: str | None = None,
+                error: BaseException | None = None) -> None:
+        """Add this run to ``plansight.history()``, however it ended."""
+        if error is None:
+            status = "finished"
+        elif isinstance(error, (Cancelled, KeyboardInterrupt)):
+            status = "cancelled"
+        else:
+            status = "failed"
+        manager = ctx.spill_manager
+        self.last_record = record_run(
+            self.session, self.sql, started, status, elapsed, ctx.memory_pool.peak,
+            list(manager.history) if manager is not None else [], rows=rows,
+            analyzed=analyzed, error=str(error) if status == "failed" else None)
 
     def _run(self, ctx: TaskContext) -> QueryRun:
         bus, pool = ctx.events, ctx.memory_pool

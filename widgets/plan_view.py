@@ -61,6 +61,7 @@ from plansight.engine.exec.memory_pool import format_bytes
 from plansight.engine.physical.plan import displayed_operators, operator_label, referenced_ids
 from plansight.engine.physical.scan import DataSourceExec
 from plansight.errors import Cancelled
+from plansight.widgets.plan_graph import render_plan_svg
 
 _CONSUMER = re.compile(r"([A-Za-z]+)")  # a memory consumer's operator name prefix
 MAX_SKEW_PARTITIONS = 32  # partitions drawn per repartition; the rest are summarised
@@ -170,8 +171,10 @@ class QueryMonitor:
 
     def __init__(self, query, min_interval: float = 0.2, live: bool | None = None,
                  show: bool = True, observers=(), cancel_button: bool | None = None,
-                 progress_stream=None):
+                 progress_stream=None, detail: bool = False):
         self.query = query
+        # the full plan at the end (--analyze): never collapsed, the whole table in text
+        self.detail = detail
         self.observers = list(observers)  # more engine observers (e.g. a profiler)
         self.min_interval = min_interval
         self.live = _widgets_available() if live is None else live
@@ -507,18 +510,23 @@ class QueryMonitor:
         self._refresh(final)
         if getattr(self, "_text_progress", False):
             self._progress_stream().write("\n")
+        frozen = render_frozen_html(final, self.query.physical, collapse=not self.detail)
+        record = getattr(self.query, "last_record", None)
+        if record is not None and record.monitor_html is None:
+            record.monitor_html = render_html(final, self.query.physical, cancel_hint=False)
         if not self.show:
             return
         if handle is not None:
             from IPython.display import HTML
 
-            handle.update(HTML(render_html(final, self.query.physical)))
+            handle.update(HTML(frozen))
             self.view.close()
             self.widget.close()
             if self.cancel_button is not None:
                 self.cancel_button.close()
         elif not self.live:
-            print(render_text(final, self.query.physical))
+            plan = self.query.physical
+            print(render_text(final, plan) if self.detail else render_summary_text(final, plan))
 
 
 def clicks_reach_busy_kernel() -> bool:
@@ -620,6 +628,37 @@ def _spill_text(state: OperatorState) -> str:
     if not state.spill_count:
         return ""
     return f"{state.spill_count}× {format_bytes(state.spilled_bytes)}"
+
+
+def render_summary_text(snap: MonitorSnapshot, plan) -> str:
+    """The terminal's compact ending: the headline, what was read, the hottest operator and
+    any skew, in a few lines (the full table is ``render_text``, shown on ``--analyze``).
+
+    Example:
+        >>> import pyarrow as pa, plansight as ps
+        >>> s = ps.Session(target_partitions=1)
+        >>> s.register("t", pa.table({"x": [1, 2, 3]}))
+        >>> monitor = QueryMonitor(s.sql("SELECT x FROM t ORDER BY x"), live=False, show=False)
+        >>> run = monitor.run()
+        >>> text = render_summary_text(monitor.snapshot(), run.plan)
+        >>> text.startswith("finished ·"), "hottest:" in text, len(text.splitlines())
+        (True, True, 3)
+    """
+    lines = [_headline(snap), progress_text(snap)]
+    times, hot = self_times(snap, plan)
+    if hot is not None:
+        total = sum(times.values()) or 1.0
+        name = next(op.name for _, op in plan_rows(plan) if op.operator_id == hot)
+        lines.append(f"hottest: {name} #{hot}, {times[hot] * 1000:.1f} ms of own compute "
+                     f"({times[hot] / total:.0%})")
+    for operator_id, rows in snap.repartitions.items():
+        summary = skew_summary(rows)
+        if summary["skewed"]:
+            lines.append(f"skewed: RepartitionExec #{operator_id} partition "
+                         f"{summary['worst']} has {summary['max']:,} rows")
+    if snap.error:
+        lines.append(f"error: {snap.error}")
+    return "\n".join(lines)
 
 
 def render_text(snap: MonitorSnapshot, plan) -> str:
@@ -798,8 +837,11 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True) -> str:
               f"<div style='color:{colour};font-weight:bold'>{esc(_headline(snap))}</div>"),
              _progress_html(snap, colour),
              *([_CANCEL_HINT] if snap.status == "running" and cancel_hint else []),
-             (f"<table style='border-collapse:collapse;margin:2px 0'><thead><tr>{header}</tr>"
-              f"</thead><tbody>{''.join(body)}</tbody></table>")]
+             # the table and the graph side by side; the graph wraps below when narrow
+             (f"<div style='display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start'>"
+              f"<table style='border-collapse:collapse;margin:2px 0'><thead><tr>{header}</tr>"
+              f"</thead><tbody>{''.join(body)}</tbody></table>"
+              f"{render_plan_svg(snap, plan, times, hot)}</div>")]
     for operator_id, rows in snap.repartitions.items():
         parts.append(_skew_html(operator_id, rows, snap.repartition_bytes.get(operator_id, ()),
                                 live=operator_id not in snap.repartitions_done))
@@ -809,6 +851,22 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True) -> str:
         parts.append(f"<div style='color:#d62728'>{esc(snap.error)}</div>")
     parts.append("</div>")
     return "".join(parts)
+
+
+SHORT_QUERY_SECONDS = 0.5  # a finished query quicker than this collapses to one line
+
+
+def render_frozen_html(snap: MonitorSnapshot, plan, collapse: bool = True) -> str:
+    """The monitor a cell keeps once its query ended. A query that finished in under
+    ``SHORT_QUERY_SECONDS`` collapses to its headline (click to open), so a short query
+    does not push its result down the notebook; a slow, failed or cancelled one stays open.
+    """
+    full = render_html(snap, plan, cancel_hint=False)
+    if not collapse or snap.status != "finished" or snap.elapsed >= SHORT_QUERY_SECONDS:
+        return full
+    return (f"<details class='plansight-collapsed' style='font-size:12px'>"
+            f"<summary style='color:#2ca02c;cursor:pointer'>{html.escape(_headline(snap))}"
+            f"</summary>{full}</details>")
 
 
 def _time_bar(seconds: float, total: float, hot: bool) -> str:
