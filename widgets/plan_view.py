@@ -155,6 +155,9 @@ class MonitorSnapshot:
     phases: tuple[Phase, ...] = ()  # scan first, then blocking operators (bottom up)
     repartition_bytes: dict[int, tuple[int, ...]] = field(default_factory=dict)
     repartitions_done: frozenset[int] = frozenset()  # repartitions whose inputs all ended
+    # every metric each operator recorded so far (totals over partitions): EXPLAIN
+    # ANALYZE's numbers, shown in the table's metrics column under --analyze
+    metrics: dict[int, dict[str, float]] = field(default_factory=dict)
 
 
 class QueryMonitor:
@@ -314,10 +317,11 @@ class QueryMonitor:
             if self._status != "pending":
                 scanned += self._rows_dropped_in_scans()
             operators = {k: v.copy() for k, v in self._operators.items()}
-            for operator_id, compute in self._live_compute().items():
+            metrics = self._live_metrics()
+            for operator_id, totals in metrics.items():
                 # live metrics count the batches of runs still going; events only ended runs
                 state = operators.setdefault(operator_id, OperatorState())
-                state.compute = max(state.compute, compute)
+                state.compute = max(state.compute, totals.get("elapsed_compute", 0.0))
             return MonitorSnapshot(
                 version=self._version, status=self._status,
                 elapsed=(self._end if self._end is not None else now) - start,
@@ -331,13 +335,13 @@ class QueryMonitor:
                 memory_limit=self._memory_limit, spill_feed=tuple(self._spill_feed),
                 phases=self._phases(operators, scanned),
                 repartition_bytes=dict(self._repartition_bytes),
-                repartitions_done=frozenset(self._repartitions_done))
+                repartitions_done=frozenset(self._repartitions_done), metrics=metrics)
 
-    def _live_compute(self) -> dict[int, float]:
+    def _live_metrics(self) -> dict[int, dict[str, float]]:
         ctx = getattr(self.query, "context", None)
         if ctx is None or self._status == "pending":
             return {}
-        return {k: v.get("elapsed_compute", 0.0) for k, v in ctx.metrics.snapshot().items()}
+        return ctx.metrics.snapshot()
 
     def _phases(self, operators: dict[int, OperatorState], scanned: int) -> tuple[Phase, ...]:
         """The scan phase (rows read over the estimate), then one phase per blocking operator:
@@ -460,7 +464,8 @@ class QueryMonitor:
 
     # -- the view ---------------------------------------------------------------------
     def _html(self, snap: MonitorSnapshot) -> str:
-        return render_html(snap, self.query.physical, cancel_hint=not self.cancel_button_shown)
+        return render_html(snap, self.query.physical, cancel_hint=not self.cancel_button_shown,
+                           detail=self.detail)
 
     def _open_view(self):
         if not self.live:
@@ -510,7 +515,7 @@ class QueryMonitor:
         self._refresh(final)
         if getattr(self, "_text_progress", False):
             self._progress_stream().write("\n")
-        frozen = render_frozen_html(final, self.query.physical, collapse=not self.detail)
+        frozen = render_frozen_html(final, self.query.physical, detail=self.detail)
         record = getattr(self.query, "last_record", None)
         if record is not None and record.monitor_html is None:
             record.monitor_html = render_html(final, self.query.physical, cancel_hint=False)
@@ -630,6 +635,27 @@ def _spill_text(state: OperatorState) -> str:
     return f"{state.spill_count}× {format_bytes(state.spilled_bytes)}"
 
 
+_IN_COLUMNS = ("output_rows", "output_batches", "elapsed_compute")  # the table's own columns
+
+
+def other_metrics(totals: dict[str, float]) -> str:
+    """An operator's metrics beyond rows, batches and own time, as EXPLAIN ANALYZE names
+    them (``peak_mem=1.0 MiB, spill_count=2``): byte counts in the monitor's units.
+
+    Example:
+        >>> other_metrics({"output_rows": 5, "peak_mem": 2048, "spill_count": 2, "x": 0})
+        'peak_mem=2.0 KiB, spill_count=2'
+    """
+    parts = []
+    for name in sorted(totals):
+        value = totals[name]
+        if name in _IN_COLUMNS or not value:
+            continue
+        shown = format_bytes(int(value)) if name.endswith(("_mem", "_bytes")) else f"{int(value):,}"
+        parts.append(f"{name}={shown}")
+    return ", ".join(parts)
+
+
 def render_summary_text(snap: MonitorSnapshot, plan) -> str:
     """The terminal's compact ending: the headline, what was read, the hottest operator and
     any skew, in a few lines (the full table is ``render_text``, shown on ``--analyze``).
@@ -672,6 +698,9 @@ def render_text(snap: MonitorSnapshot, plan) -> str:
             extra += f" memory={_memory_text(state)}"
         if state.spill_count:
             extra += f" spilled={_spill_text(state)}"
+        if snap.metrics.get(op.operator_id):
+            others = other_metrics(snap.metrics[op.operator_id])
+            extra += f" metrics=[{others}]" if others else ""
         lines.append(f"{'  ' * depth}{op.name}: rows={state.output_rows:,} "
                      f"batches={state.output_batches:,} "
                      f"self={times[op.operator_id] * 1000:.1f}ms"
@@ -794,9 +823,11 @@ def _progress_html(snap: MonitorSnapshot, colour: str) -> str:
             f"<span>{html.escape(progress_text(snap))}</span></div>")
 
 
-def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True) -> str:
-    """The monitor's HTML: headline, progress, plan table and per-partition bars after
-    repartitions; while running, how to cancel (unless a Cancel button is shown)."""
+def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True,
+                detail: bool = False) -> str:
+    """The monitor's HTML: headline, progress, plan table and graph, per-partition bars after
+    repartitions; while running, how to cancel (unless a Cancel button is shown). With
+    ``detail`` (``--analyze``) the table ends in a column of every other metric."""
     esc = html.escape
     colour = {"running": "#1f77b4", "finished": "#2ca02c", "failed": "#d62728",
               "cancelled": "#ff7f0e"}.get(snap.status, "#888")
@@ -827,11 +858,17 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True) -> str:
             f"<td style='{_CELL};white-space:nowrap'>{_time_bar(own, total_time, is_hot)}</td>"
             f"<td {_NUMBER}>{state.elapsed(snap.now) * 1000:.1f}</td>"
             f"<td {_NUMBER} class='plansight-memory'>{esc(_memory_text(state))}</td>"
-            f"<td {_NUMBER}>{spill}</td></tr>")
-    header = "".join(f"<th style='text-align:{align};{_CELL}'>{name}</th>" for name, align in (
-        ("operator", "left"), ("partitions", "right"), ("output rows", "right"),
-        ("batches", "right"), ("self time", "left"), ("wall ms", "right"),
-        ("memory now / peak", "right"), ("spills", "right")))
+            f"<td {_NUMBER}>{spill}</td>"
+            + (f"<td style='{_CELL}' class='plansight-metrics'><code style='{_CODE}'>"
+               f"{esc(other_metrics(snap.metrics.get(op.operator_id, {})))}</code></td>"
+               if detail else "") + "</tr>")
+    columns = (("operator", "left"), ("partitions", "right"), ("output rows", "right"),
+               ("batches", "right"), ("self time", "left"), ("wall ms", "right"),
+               ("memory now / peak", "right"), ("spills", "right"))
+    if detail:
+        columns += (("metrics", "left"),)
+    header = "".join(f"<th style='text-align:{align};{_CELL}'>{name}</th>"
+                     for name, align in columns)
     # inline styles only: the same look in a live widget and in the static snapshot
     parts = [(f"<div class='plansight-monitor' style='font-size:12px;line-height:1.35'>"
               f"<div style='color:{colour};font-weight:bold'>{esc(_headline(snap))}</div>"),
@@ -856,13 +893,14 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True) -> str:
 SHORT_QUERY_SECONDS = 0.5  # a finished query quicker than this collapses to one line
 
 
-def render_frozen_html(snap: MonitorSnapshot, plan, collapse: bool = True) -> str:
+def render_frozen_html(snap: MonitorSnapshot, plan, detail: bool = False) -> str:
     """The monitor a cell keeps once its query ended. A query that finished in under
     ``SHORT_QUERY_SECONDS`` collapses to its headline (click to open), so a short query
-    does not push its result down the notebook; a slow, failed or cancelled one stays open.
+    does not push its result down the notebook; a slow, failed or cancelled one stays open,
+    and so does every ``detail`` view (``--analyze``: the metrics column too).
     """
-    full = render_html(snap, plan, cancel_hint=False)
-    if not collapse or snap.status != "finished" or snap.elapsed >= SHORT_QUERY_SECONDS:
+    full = render_html(snap, plan, cancel_hint=False, detail=detail)
+    if detail or snap.status != "finished" or snap.elapsed >= SHORT_QUERY_SECONDS:
         return full
     return (f"<details class='plansight-collapsed' style='font-size:12px'>"
             f"<summary style='color:#2ca02c;cursor:pointer'>{html.escape(_headline(snap))}"

@@ -183,7 +183,7 @@ def test_monitor_falls_back_to_text_summary(ip, capsys):
     assert out.startswith("finished") and "hottest: " in out and "Exec:" not in out
     query(ip, "--analyze", "SELECT 1 AS x")
     out = capsys.readouterr().out  # the full table once (the monitor's), no EXPLAIN text
-    assert "ProjectionExec: rows=1" in out and "metrics=[" not in out
+    assert "ProjectionExec: rows=1" in out and "output_batches=" not in out
     ip.user_ns["arrow_t"] = pa.table({"x": list(range(50))})
     query(ip, "", "SELECT x FROM arrow_t LIMIT 5")
     # the limit reached the scan (5 rows a partition): the estimate says so, no "of ~50"

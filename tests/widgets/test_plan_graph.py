@@ -116,10 +116,23 @@ def test_a_short_query_collapses_to_its_headline_and_a_slow_one_stays_open(sessi
     summary = re.search(r"<summary[^>]*>(.*?)</summary>", frozen).group(1)
     assert summary.startswith("finished ·") and "1 rows" in summary
     assert "<table" in frozen  # the full monitor opens on click
-    assert not render_frozen_html(snap, run.plan, collapse=False).startswith("<details")
+    assert not render_frozen_html(snap, run.plan, detail=True).startswith("<details")
     from dataclasses import replace
 
     slow = replace(snap, elapsed=2.0)
     assert not render_frozen_html(slow, run.plan).startswith("<details")
     failed = replace(snap, status="failed", error="boom")
     assert not render_frozen_html(failed, run.plan).startswith("<details")
+
+
+def test_analyze_detail_adds_every_metric_to_the_table(session):
+    monitor = QueryMonitor(session.sql("SELECT v FROM t ORDER BY v"), live=False, show=False,
+                           detail=True)
+    run = monitor.run()
+    snap = monitor.snapshot()
+    page = render_frozen_html(snap, run.plan, detail=True)
+    assert "<th style='text-align:left;padding:1px 8px;line-height:1.35'>metrics</th>" in page
+    scan = next(op for _, op in plan_rows(run.plan) if op.name == "DataSourceExec")
+    rows_read = int(run.metrics.total(scan.operator_id, "rows_read"))
+    assert rows_read == 500 and f"rows_read={rows_read:,}" in page
+    assert "class='plansight-metrics'" not in render_html(snap, run.plan)  # only on detail
