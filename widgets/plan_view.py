@@ -78,6 +78,7 @@ class OperatorState:
     finished: dict[int, float] = field(default_factory=dict)  # partition -> end time
     compute: float = 0.0  # own compute seconds (children excluded), all partitions
     run_compute: dict[int, float] = field(default_factory=dict)  # partition -> live run's
+    partition_compute: dict[int, float] = field(default_factory=dict)  # partition -> own s
     consumers: dict[str, int] = field(default_factory=dict)  # memory consumer -> bytes now
     memory_peak: int = 0  # the largest sum of its consumers seen
     spill_count: int = 0
@@ -99,7 +100,8 @@ class OperatorState:
 
     def copy(self) -> OperatorState:
         return replace(self, started=dict(self.started), finished=dict(self.finished),
-                       consumers=dict(self.consumers), run_compute=dict(self.run_compute))
+                       consumers=dict(self.consumers), run_compute=dict(self.run_compute),
+                       partition_compute=dict(self.partition_compute))
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,9 @@ class MonitorSnapshot:
     phases: tuple[Phase, ...] = ()  # scan first, then blocking operators (bottom up)
     repartition_bytes: dict[int, tuple[int, ...]] = field(default_factory=dict)
     repartitions_done: frozenset[int] = frozenset()  # repartitions whose inputs all ended
+    # per repartition, own compute seconds per output partition of the operators that
+    # consume it (up to the next exchange): the work each partition's rows caused
+    repartition_times: dict[int, tuple[float, ...]] = field(default_factory=dict)
     # every metric each operator recorded so far (totals over partitions): EXPLAIN
     # ANALYZE's numbers, shown in the table's metrics column under --analyze
     metrics: dict[int, dict[str, float]] = field(default_factory=dict)
@@ -208,6 +213,7 @@ class QueryMonitor:
         self._spill_feed: deque[SpillEntry] = deque(maxlen=MAX_SPILL_FEED)
         self._repartition_bytes: dict[int, tuple[int, ...]] = {}
         self._repartitions_done: set[int] = set()
+        self._consumers_of = consumers_of_exchanges(query.physical)
         self._lock = threading.Lock()
         self._version = 0
         self._status = "pending"
@@ -231,14 +237,18 @@ class QueryMonitor:
                 state.compute += event.compute
                 state.run_compute[event.partition] = (
                     state.run_compute.get(event.partition, 0.0) + event.compute)
+                state.partition_compute[event.partition] = (
+                    state.partition_compute.get(event.partition, 0.0) + event.compute)
             elif isinstance(event, OperatorStarted):
                 self._operator(event.operator_id).started[event.partition] = event.time
             elif isinstance(event, OperatorFinished):
                 state = self._operator(event.operator_id)
                 state.finished[event.partition] = event.time
                 # the run's own time after its last batch (a final pull, a cleanup)
-                state.compute += max(0.0, event.compute
-                                     - state.run_compute.pop(event.partition, 0.0))
+                rest = max(0.0, event.compute - state.run_compute.pop(event.partition, 0.0))
+                state.compute += rest
+                state.partition_compute[event.partition] = (
+                    state.partition_compute.get(event.partition, 0.0) + rest)
             elif isinstance(event, ReservationChanged):
                 self._pool_total = event.pool_total
                 self._pool_peak = max(self._pool_peak, event.pool_peak, event.pool_total)
@@ -335,7 +345,11 @@ class QueryMonitor:
                 memory_limit=self._memory_limit, spill_feed=tuple(self._spill_feed),
                 phases=self._phases(operators, scanned),
                 repartition_bytes=dict(self._repartition_bytes),
-                repartitions_done=frozenset(self._repartitions_done), metrics=metrics)
+                repartitions_done=frozenset(self._repartitions_done), metrics=metrics,
+                repartition_times={
+                    rep: _times_per_partition(operators, self._consumers_of.get(rep, ()),
+                                              len(rows))
+                    for rep, rows in self._repartitions.items()})
 
     def _live_metrics(self) -> dict[int, dict[str, float]]:
         ctx = getattr(self.query, "context", None)
@@ -592,6 +606,42 @@ def _widgets_available() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+_EXCHANGES = ("RepartitionExec", "CoalescePartitionsExec", "SortPreservingMergeExec")
+
+
+def consumers_of_exchanges(plan) -> dict[int, tuple[int, ...]]:
+    """Repartition id -> the operators above it up to the next exchange: the ones whose
+    partition ``i`` works on the rows routed to partition ``i``.
+
+    Example:
+        >>> import pyarrow as pa, plansight as ps
+        >>> s = ps.Session(target_partitions=2)
+        >>> s.register("t", pa.table({"k": [1, 2], "v": [3, 4]}))
+        >>> plan = s.sql("SELECT k, sum(v) FROM t GROUP BY k").physical
+        >>> names = {op.operator_id: op.name for _, op in plan.walk()}
+        >>> [[names[i] for i in ids] for ids in consumers_of_exchanges(plan).values()]
+        [['ProjectionExec', 'AggregateExec']]
+    """
+    found: dict[int, tuple[int, ...]] = {}
+
+    def walk(op, above: tuple[int, ...]) -> None:
+        if op.name == "RepartitionExec":
+            found[op.operator_id] = above
+        below = () if op.name in _EXCHANGES else (*above, op.operator_id)
+        for child in op.children():
+            walk(child, below)
+
+    if plan is not None:
+        walk(plan, ())
+    return found
+
+
+def _times_per_partition(operators: dict[int, OperatorState], consumer_ids, partitions: int
+                         ) -> tuple[float, ...]:
+    return tuple(sum(operators[i].partition_compute.get(p, 0.0)
+                     for i in consumer_ids if i in operators) for p in range(partitions))
+
+
 # ----------------------------------------------------------------------------- rendering
 
 def plan_rows(plan) -> list[tuple[int, object]]:
@@ -711,6 +761,9 @@ def render_text(snap: MonitorSnapshot, plan) -> str:
         flag = (f" -- skewed: partition {summary['worst']} has {summary['max']:,} rows"
                 if summary["skewed"] else "")
         lines.append(f"rows per partition (operator {operator_id}): {list(rows)}{flag}")
+        times = snap.repartition_times.get(operator_id, ())
+        if any(times):
+            lines.append(f"  time per partition: {_time_quantiles(times)}")
     for entry in snap.spill_feed[-_SPILL_FEED_SHOWN:]:  # the newest; the headline counts all
         lines.append(f"spill at {entry.at:.2f} s: {entry.operator}[{entry.partition}] "
                      f"{format_bytes(entry.bytes)}, {entry.rows:,} rows")
@@ -881,7 +934,8 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True,
               f"{render_plan_svg(snap, plan, times, hot)}</div>")]
     for operator_id, rows in snap.repartitions.items():
         parts.append(_skew_html(operator_id, rows, snap.repartition_bytes.get(operator_id, ()),
-                                live=operator_id not in snap.repartitions_done))
+                                live=operator_id not in snap.repartitions_done,
+                                times=snap.repartition_times.get(operator_id, ())))
     if snap.spill_feed:
         parts.append(_spill_feed_html(snap))
     if snap.error:
@@ -940,6 +994,13 @@ def _spill_feed_html(snap: MonitorSnapshot) -> str:
 _SPILL_FEED_SHOWN = 8  # spill feed lines drawn: the widget must stay short
 
 
+def _time_quantiles(times: tuple[float, ...]) -> str:
+    """``min 1.0, median 2.0, max 9.0 ms`` of the work per partition (Spark's task times)."""
+    summary = skew_summary(times)
+    return (f"min {summary['min'] * 1000:.1f}, median {summary['median'] * 1000:.1f}, "
+            f"max {summary['max'] * 1000:.1f} ms")
+
+
 def skew_summary(rows: tuple[int, ...]) -> dict:
     """min / p25 / median / p75 / max of rows per partition, the worst partition, and whether
     it is skewed (max at least ``SKEW_FACTOR`` times the median).
@@ -968,11 +1029,15 @@ def skew_summary(rows: tuple[int, ...]) -> dict:
 
 
 def _skew_html(operator_id: int, rows: tuple[int, ...], sizes: tuple[int, ...] = (),
-               live: bool = False) -> str:
+               live: bool = False, times: tuple[float, ...] = ()) -> str:
     shown = rows[:MAX_SKEW_PARTITIONS]
     top = max(rows, default=0) or 1
     summary = skew_summary(rows)
-    size = (lambda i: f", {format_bytes(sizes[i])}" if i < len(sizes) else "")
+
+    def size(i: int) -> str:
+        text = f", {format_bytes(sizes[i])}" if i < len(sizes) else ""
+        return text + (f", {times[i] * 1000:.1f} ms" if i < len(times) else "")
+
     bars = "".join(
         f"<div title='partition {i}: {r:,} rows{size(i)}' style='display:inline-block;width:8px;"
         f"margin-right:1px;vertical-align:bottom;"
@@ -991,6 +1056,8 @@ def _skew_html(operator_id: int, rows: tuple[int, ...], sizes: tuple[int, ...] =
         stats += (f"; bytes min {format_bytes(bytes_summary['min'])}, median "
                   f"{format_bytes(bytes_summary['median'])}, max "
                   f"{format_bytes(bytes_summary['max'])}")
+    if any(times):
+        stats += f"; time {_time_quantiles(times)}"
     state = (" <span class='plansight-skew-live' style='color:#1f77b4'>(routing…)</span>"
              if live else "")
     return (f"<div class='plansight-skew' style='margin-top:4px'>rows per partition, "

@@ -34,3 +34,30 @@ def test_skewed_group_key_is_flagged():
     html = render_html(snap, run.plan)
     assert "plansight-skewed" in html and f"skewed: partition {worst}" in html
     assert f"skewed: partition {worst}" in render_text(snap, run.plan)
+
+
+def test_time_per_partition_is_the_consumers_own_compute_per_partition():
+    keys = [0] * 9000 + list(range(1, 1001))
+    table = pa.table({"k": keys, "v": list(range(len(keys)))})
+    session = ps.Session(target_partitions=4)
+    session.register("t", pa.Table.from_batches(table.to_batches(max_chunksize=1000)))
+    query = session.sql("SELECT k, count(DISTINCT v) AS d FROM t GROUP BY k")
+    monitor = QueryMonitor(query, live=False, show=False)
+    run = monitor.run()
+    snap = monitor.snapshot()
+    ((operator_id, rows),) = snap.repartitions.items()
+    times = snap.repartition_times[operator_id]
+    assert len(times) == len(rows) == 4 and min(times) >= 0 and sum(times) > 0
+    # the operators above the repartition up to the next exchange, partition by partition
+    from plansight.widgets.plan_view import consumers_of_exchanges
+
+    consumers = consumers_of_exchanges(run.plan)[operator_id]
+    assert consumers and operator_id not in consumers
+    for partition, seconds in enumerate(times):
+        expected = sum(
+            m["elapsed_compute"] for i in consumers for m in run.ctx.metrics.partitions(i)
+            if m.partition == partition)
+        assert abs(seconds - expected) <= 1e-6 + 0.05 * expected
+    html = render_html(snap, run.plan)
+    assert "; time min " in html and " ms'" in html  # the quantiles, and ms per bar on hover
+    assert "time per partition: min " in render_text(snap, run.plan)
