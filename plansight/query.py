@@ -21,6 +21,7 @@ from plansight.engine.exec.events import (
     ReservationChanged,
 )
 from plansight.engine.exec.memory_pool import MemoryPool
+from plansight.engine.exec.metrics import format_metric
 from plansight.engine.logical.plan import LogicalPlan, format_plan
 from plansight.engine.physical.plan import ExecutionPlan, format_physical, operator_of
 from plansight.errors import (
@@ -62,9 +63,8 @@ def format_metrics(totals: dict[str, float]) -> str:
              f"output_batches={int(totals.get('output_batches', 0))}",
              f"elapsed_compute={max(own, 0) * 1000:.3f}ms"]
     shown = ("output_rows", "output_batches", "elapsed_compute")
-    for name in sorted(totals):
-        if name not in shown and totals[name]:
-            parts.append(f"{name}={int(totals[name])}")
+    parts += [format_metric(name, totals[name]) for name in sorted(totals)
+              if name not in shown and totals[name]]
     return ", ".join(parts)
 
 

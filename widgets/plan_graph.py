@@ -16,7 +16,7 @@ from plansight.engine.exec.memory_pool import format_bytes
 from plansight.engine.physical.plan import displayed_operators, operator_label, referenced_ids
 
 NODE_WIDTH = 176
-NODE_HEIGHT = 46
+NODE_HEIGHT = 58
 COLUMN_GAP = 14
 ROW_GAP = 22
 _NAME_CHARS = 26  # characters of the operator's name that fit in a box
@@ -109,14 +109,13 @@ def render_plan_svg(snap, plan, times: dict[int, float], hot: int | None) -> str
         is_hot = op.operator_id == hot
         name = op.name if len(op.name) <= _NAME_CHARS else op.name[:_NAME_CHARS - 1] + "…"
         facts = f"{rows:,} rows · {own * 1000:.1f} ms"
-        extra = []
-        if state and state.memory_peak:
-            extra.append(f"mem {format_bytes(state.memory)} / {format_bytes(state.memory_peak)}")
-        if state and state.spill_count:
-            extra.append(f"⛁ {state.spill_count}× {format_bytes(state.spilled_bytes)}")
+        memory = (f"mem {format_bytes(state.memory)} / {format_bytes(state.memory_peak)}"
+                  if state and state.memory_peak else "")
+        spills = (f"⛁ {state.spill_count}× {format_bytes(state.spilled_bytes)} spilled"
+                  if state and state.spill_count else "")
         stroke = "stroke='#d62728' stroke-width='2.5'" if is_hot else "stroke='#555'"
-        spilled = "fill:#d62728" if state and state.spill_count else ""
-        lines = [(name, "font-weight:bold"), (facts, ""), (" · ".join(extra), spilled)]
+        lines = [(name, "font-weight:bold"), (facts, ""), (memory, ""),
+                 (spills, "fill:#d62728")]
         text = "".join(
             f"<text x='{x + 6:.0f}' y='{y + 14 + 13 * i:.0f}' style='{style}'>"
             f"{html.escape(line)}</text>" for i, (line, style) in enumerate(lines) if line)
@@ -128,5 +127,6 @@ def render_plan_svg(snap, plan, times: dict[int, float], hot: int | None) -> str
             f"fill='{_shade(own / total)}' {stroke}/>{text}</g>")
     return (f"<svg class='plansight-graph' xmlns='http://www.w3.org/2000/svg' "
             f"width='{width:.0f}' height='{height:.0f}' viewBox='0 0 {width:.0f} {height:.0f}' "
-            f"style='font-family:sans-serif;font-size:11px;max-width:100%;height:auto'>"
+            f"style='font-family:sans-serif;font-size:11px;flex:0 1 auto;max-width:45%;"
+            f"height:auto'>"
             f"{''.join(edges)}{''.join(nodes)}</svg>")

@@ -58,6 +58,7 @@ from plansight.engine.exec.events import (
     SpillWritten,
 )
 from plansight.engine.exec.memory_pool import format_bytes
+from plansight.engine.exec.metrics import format_metric
 from plansight.engine.physical.plan import displayed_operators, operator_label, referenced_ids
 from plansight.engine.physical.scan import DataSourceExec
 from plansight.errors import Cancelled
@@ -689,21 +690,15 @@ _IN_COLUMNS = ("output_rows", "output_batches", "elapsed_compute")  # the table'
 
 
 def other_metrics(totals: dict[str, float]) -> str:
-    """An operator's metrics beyond rows, batches and own time, as EXPLAIN ANALYZE names
-    them (``peak_mem=1.0 MiB, spill_count=2``): byte counts in the monitor's units.
+    """An operator's metrics beyond rows, batches and own time, as EXPLAIN ANALYZE prints
+    them (``peak_mem=1.0 MiB, spill_count=2``).
 
     Example:
         >>> other_metrics({"output_rows": 5, "peak_mem": 2048, "spill_count": 2, "x": 0})
         'peak_mem=2.0 KiB, spill_count=2'
     """
-    parts = []
-    for name in sorted(totals):
-        value = totals[name]
-        if name in _IN_COLUMNS or not value:
-            continue
-        shown = format_bytes(int(value)) if name.endswith(("_mem", "_bytes")) else f"{int(value):,}"
-        parts.append(f"{name}={shown}")
-    return ", ".join(parts)
+    return ", ".join(format_metric(name, totals[name]) for name in sorted(totals)
+                     if name not in _IN_COLUMNS and totals[name])
 
 
 def render_summary_text(snap: MonitorSnapshot, plan) -> str:
@@ -877,10 +872,11 @@ def _progress_html(snap: MonitorSnapshot, colour: str) -> str:
 
 
 def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True,
-                detail: bool = False) -> str:
+                detail: bool = False, fold: bool = False) -> str:
     """The monitor's HTML: headline, progress, plan table and graph, per-partition bars after
     repartitions; while running, how to cancel (unless a Cancel button is shown). With
-    ``detail`` (``--analyze``) the table ends in a column of every other metric."""
+    ``detail`` (``--analyze``) the table ends in a column of every other metric; with
+    ``fold`` each exchange's subtree can be folded (``fold_subtrees``)."""
     esc = html.escape
     colour = {"running": "#1f77b4", "finished": "#2ca02c", "failed": "#d62728",
               "cancelled": "#ff7f0e"}.get(snap.status, "#888")
@@ -888,7 +884,8 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True,
     referenced = referenced_ids(plan)
     times, hot = self_times(snap, plan)
     total_time = sum(times.values()) or 1.0
-    for depth, op in plan_rows(plan):
+    rows = plan_rows(plan)
+    for depth, op in rows:
         state = snap.operators.get(op.operator_id, OperatorState())
         total = op.output_partitioning().count
         done = len(state.finished)
@@ -922,15 +919,18 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True,
         columns += (("metrics", "left"),)
     header = "".join(f"<th style='text-align:{align};{_CELL}'>{name}</th>"
                      for name, align in columns)
+    if fold:
+        table = fold_subtrees(snap, rows, body, header, times, hot, detail)
+    else:
+        table = (f"<table style='border-collapse:collapse;margin:2px 0'><thead><tr>{header}"
+                 f"</tr></thead><tbody>{''.join(body)}</tbody></table>")
     # inline styles only: the same look in a live widget and in the static snapshot
     parts = [(f"<div class='plansight-monitor' style='font-size:12px;line-height:1.35'>"
               f"<div style='color:{colour};font-weight:bold'>{esc(_headline(snap))}</div>"),
              _progress_html(snap, colour),
              *([_CANCEL_HINT] if snap.status == "running" and cancel_hint else []),
-             # the table and the graph side by side; the graph wraps below when narrow
-             (f"<div style='display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start'>"
-              f"<table style='border-collapse:collapse;margin:2px 0'><thead><tr>{header}</tr>"
-              f"</thead><tbody>{''.join(body)}</tbody></table>"
+             # the table and the graph side by side: the table's labels wrap, the graph scales
+             (f"<div style='display:flex;gap:12px;align-items:flex-start'><div>{table}</div>"
               f"{render_plan_svg(snap, plan, times, hot)}</div>")]
     for operator_id, rows in snap.repartitions.items():
         parts.append(_skew_html(operator_id, rows, snap.repartition_bytes.get(operator_id, ()),
@@ -945,6 +945,62 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True,
 
 
 SHORT_QUERY_SECONDS = 0.5  # a finished query quicker than this collapses to one line
+MANY_OPERATORS = 30  # a frozen plan this large folds its quiet subtrees
+# fixed column widths, so that the tables of folded subtrees line up with each other
+_WIDTHS = ("32em", "5em", "7em", "5em", "15em", "6em", "9em", "7em", "24em")
+
+
+def fold_subtrees(snap: MonitorSnapshot, rows, body: list[str], header: str,
+                  times: dict[int, float], hot: int | None, detail: bool) -> str:
+    """The plan table with each exchange's subtree in a ``<details>`` of its own (its
+    summary: operators, own time, rows out, spills), open when it holds the hottest
+    operator or a spill, so a plan of 30+ operators reads stage by stage (Spark's stages)
+    and the quiet ones fold away. Tables between the folds share fixed column widths."""
+    widths = _WIDTHS if detail else _WIDTHS[:-1]
+    colgroup = "<colgroup>" + "".join(f"<col style='width:{w}'>" for w in widths) + "</colgroup>"
+    table_style = "border-collapse:collapse;margin:0;table-layout:fixed"
+    total = sum(times.values()) or 1.0
+    out: list[str] = [f"<table style='{table_style}'>{colgroup}<thead><tr>{header}</tr>"
+                      f"</thead><tbody>"]
+    table_rows = 0
+    open_depths: list[int] = []
+
+    def restart_table(before: str) -> None:
+        nonlocal table_rows
+        out.append("</tbody></table>")
+        if not table_rows:  # nothing since the last opening: drop the empty table
+            del out[-2:]
+        out.append(before)
+        out.append(f"<table style='{table_style}'>{colgroup}<tbody>")
+        table_rows = 0
+
+    for index, ((depth, op), row) in enumerate(zip(rows, body)):
+        while open_depths and depth <= open_depths[-1]:
+            open_depths.pop()
+            restart_table("</details>")
+        if index and op.name in _EXCHANGES:
+            end = next((j for j in range(index + 1, len(rows)) if rows[j][0] <= depth),
+                       len(rows))
+            ids = [o.operator_id for _, o in rows[index:end]]
+            own = sum(times.get(i, 0.0) for i in ids)
+            spills = sum(snap.operators[i].spill_count for i in ids if i in snap.operators)
+            state = snap.operators.get(op.operator_id, OperatorState())
+            opened = " open" if hot in ids or spills else ""
+            text = (f"{op.name} #{op.operator_id} and the {len(ids) - 1} operators below: "
+                    f"{own * 1000:.1f} ms own ({own / total:.0%}), {state.output_rows:,} "
+                    f"rows out" + (f", {spills} spills" if spills else ""))
+            restart_table(f"<details class='plansight-subtree' data-operator-id="
+                          f"'{op.operator_id}'{opened}><summary style='cursor:pointer;"
+                          f"color:#555;padding-left:{depth * 1.2:.1f}em'>{html.escape(text)}"
+                          f"</summary>")
+            open_depths.append(depth)
+        out.append(row)
+        table_rows += 1
+    out.append("</tbody></table>")
+    if not table_rows:
+        del out[-2:]
+    out.extend("</details>" for _ in open_depths)
+    return "".join(out)
 
 
 def render_frozen_html(snap: MonitorSnapshot, plan, detail: bool = False) -> str:
@@ -953,7 +1009,8 @@ def render_frozen_html(snap: MonitorSnapshot, plan, detail: bool = False) -> str
     does not push its result down the notebook; a slow, failed or cancelled one stays open,
     and so does every ``detail`` view (``--analyze``: the metrics column too).
     """
-    full = render_html(snap, plan, cancel_hint=False, detail=detail)
+    fold = len(plan_rows(plan)) >= MANY_OPERATORS
+    full = render_html(snap, plan, cancel_hint=False, detail=detail, fold=fold)
     if detail or snap.status != "finished" or snap.elapsed >= SHORT_QUERY_SECONDS:
         return full
     return (f"<details class='plansight-collapsed' style='font-size:12px'>"

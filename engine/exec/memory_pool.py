@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 
 from plansight.engine.errors import ResourcesExhausted
-from plansight.engine.exec.metrics import PartitionMetrics
+from plansight.engine.exec.metrics import PartitionMetrics, format_bytes
 
 
 def parse_memory_limit(value: int | float | str | None) -> int | None:
@@ -43,15 +43,6 @@ def parse_memory_limit(value: int | float | str | None) -> int | None:
         raise ValueError(f"invalid memory limit {value!r}: use bytes or a size like '512MB', "
                          "'2GB', '1GiB'")
     return int(amount * units[unit])
-
-
-def format_bytes(n: int | float) -> str:
-    """Human-readable bytes, e.g. ``format_bytes(1536) == '1.5 KiB'``."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 # ----------------------------------------------------------------------------- memory policy

@@ -18,6 +18,31 @@ SHARED_METRICS = ("output_rows", "output_batches", "elapsed_compute", "mem_reser
 METRIC_KINDS = {"peak_mem": "max", "elapsed_compute": "time"}
 
 
+def format_bytes(n: int | float) -> str:
+    """Human-readable bytes in binary units, the one unit system of every plansight figure
+    (EXPLAIN ANALYZE, the monitor, errors), e.g. ``format_bytes(1536) == '1.5 KiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def format_metric(name: str, value: float) -> str:
+    """``name=value`` as EXPLAIN ANALYZE and the monitor print it: byte counts (names ending
+    in ``_mem`` or ``_bytes``) in binary units, times in ms, anything else an integer.
+
+    Example:
+        >>> format_metric("peak_mem", 3 << 20), format_metric("rows_read", 12.0)
+        ('peak_mem=3.0 MiB', 'rows_read=12')
+    """
+    if name.endswith(("_mem", "_bytes")):
+        return f"{name}={format_bytes(value)}"
+    if METRIC_KINDS.get(name) == "time":
+        return f"{name}={value * 1000:.3f}ms"
+    return f"{name}={int(value)}"
+
+
 def combine(name: str, values) -> float:
     """The operator's total of metric ``name`` over its partitions' ``values``."""
     if METRIC_KINDS.get(name) == "max":

@@ -90,6 +90,7 @@ def lab(tmp_path_factory):
     root.mkdir()
     shutil.copy(EXAMPLES / "01_tour.ipynb", root / "01_tour.ipynb")
     _write_cancel_notebook(root / "cancel.ipynb")
+    _write_monitor_notebook(root / "monitor.ipynb")
     settings = base / "settings" / "@jupyterlab"
     (settings / "apputils-extension").mkdir(parents=True)
     (settings / "notebook-extension").mkdir(parents=True)
@@ -171,10 +172,15 @@ def test_tour_runs_in_jupyterlab(lab, screenshots):
 
             monitors = page.locator(MONITOR)
             results = page.locator(RESULT)
-            # every %%query cell with a monitor ends with a finished snapshot
+            # every %%query cell with a monitor ends with a finished snapshot: open, or
+            # (a query under half a second) folded into its one-line summary
             assert monitors.count() >= 5
-            for i in range(monitors.count()):
-                assert "finished" in monitors.nth(i).inner_text()
+            folded = page.locator("details.plansight-collapsed > summary")
+            shown = page.locator(f"{MONITOR}:visible")
+            assert folded.count() + shown.count() == monitors.count()
+            for views in (folded, shown):
+                for i in range(views.count()):
+                    assert "finished" in views.nth(i).inner_text()
             # results render as tables with their row count line
             assert results.count() >= 4
             assert page.locator(".dataframe").count() >= 1  # the --pandas result
@@ -235,7 +241,8 @@ def _write_cancel_notebook(path: Path) -> None:
 
 def test_cancel_button_stops_a_running_query(lab, screenshots):
     """JupyterLab >= 4.4 sends widget clicks on a kernel subshell: the Cancel button works
-    while the cell is busy, the cell ends cancelled and the next cell runs."""
+    while the cell is busy, the cell ends cancelled (Run All stops there, as on an
+    interrupt) and the next cell runs when asked."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
@@ -255,18 +262,165 @@ def test_cancel_button_stops_a_running_query(lab, screenshots):
             page.locator(f"{LIVE_MONITOR}", has_text="running").first.wait_for()
             page.screenshot(path=str(screenshots / "10_cancel_button.png"))
             button.click()
-            _wait_all_executed(page)
+            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
+            cells.nth(1).locator("text=query cancelled").first.wait_for(timeout=60_000)
             _wait_idle(page)
             page.screenshot(path=str(screenshots / "11_cancelled.png"))
-            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
             assert cells.count() == 3
             query_cell = cells.nth(1)
             assert "query cancelled" in query_cell.inner_text()
             assert "cancelled" in query_cell.locator(MONITOR).first.inner_text()
+            # a cancelled cell fails, so Run All stops there (as an interrupt does) ...
+            assert cells.nth(2).locator(".jp-InputArea-prompt").inner_text().strip() == "[ ]:"
+            # ... and the kernel runs the next cell when asked
+            cells.nth(2).locator(".jp-InputArea-editor").click()
+            page.keyboard.press("Control+Enter")  # run in place: no new cell below
+            _wait_all_executed(page)
+            _wait_idle(page)
             assert "42" in cells.nth(2).inner_text()
             assert page.locator("text=Traceback (most recent call last)").count() == 0
         except Exception:
             page.screenshot(path=str(screenshots / "cancel_failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+MONITOR_SETUP = """\
+import time
+import numpy as np
+import pyarrow as pa
+import plansight as ps
+from plansight.engine.catalog import ScanUnit, TableSource
+from plansight.magic import set_session
+
+class Slow(TableSource):
+    # a table read slowly (a pause a batch), so that the monitor can be watched mid-run
+    def __init__(self, table, pause):
+        self.table, self.pause, self.schema = table, pause, table.schema
+    def num_rows(self):
+        return self.table.num_rows
+    def units(self, partitions=1):
+        step = -(-self.table.num_rows // partitions)
+        return [ScanUnit(offset=o, rows=min(step, self.table.num_rows - o))
+                for o in range(0, self.table.num_rows, step)]
+    def read(self, unit, columns, batch_size):
+        piece = self.table.slice(unit.offset, unit.rows).select(columns)
+        for batch in piece.to_batches(max_chunksize=2000):
+            time.sleep(self.pause)
+            yield batch
+
+rng = np.random.default_rng(7)
+n = 600_000
+big = pa.table({"k": rng.integers(0, 10**9, n),
+                "payload": pa.array([f"row-{i:012d}" for i in range(n)])})
+keys = np.where(rng.random(200_000) < 0.9, 0, rng.integers(1, 1000, 200_000))
+hot = pa.table({"k": keys, "v": rng.integers(0, 10**6, 200_000)})
+session = ps.Session(target_partitions=4)
+session.register("big", Slow(big, 0.06))
+session.register("hot", Slow(hot, 0.06))
+set_session(session)
+%load_ext plansight"""
+
+MONITOR_CELLS = [
+    MONITOR_SETUP,
+    "%%query\nSELECT 1 AS quick",
+    "%%query --memory-limit 8MB\nSELECT k, payload FROM big ORDER BY payload DESC",
+    "%%query\nSELECT k, count(DISTINCT v) AS d FROM hot GROUP BY k ORDER BY d DESC, k LIMIT 3",
+    "ps.history()",
+]
+
+
+# the facts of a live monitor of a running query with a spill feed, or null
+LIVE_SPILLING_SORT = """() => {
+  for (const m of document.querySelectorAll('.widget-html .plansight-monitor')) {
+    const head = m.querySelector('div').innerText;
+    if (!head.includes('running') || !m.querySelector('.plansight-spill-feed')) continue;
+    const bar = m.querySelector('.plansight-progress-bar');
+    return {head: head,
+            feed: m.querySelectorAll('.plansight-spill-feed tbody tr').length,
+            bars: m.querySelectorAll('.plansight-self-bar').length,
+            hot: m.querySelectorAll('.plansight-hot').length,
+            memory: [...m.querySelectorAll('.plansight-memory')].map(e => e.innerText)
+                      .filter(t => t.trim()),
+            nodes: m.querySelectorAll('svg.plansight-graph .plansight-node').length,
+            progress: bar ? parseFloat(bar.style.width) : 100};
+  }
+  return null;
+}"""
+
+
+def _write_monitor_notebook(path: Path) -> None:
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in MONITOR_CELLS]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
+    nbformat.write(notebook, path)
+
+
+def test_monitor_shows_where_time_and_memory_go(lab, screenshots):
+    """Mid-run, in the live widget: self-time bars with the hot operator marked, memory per
+    operator under the limit, spill-feed rows while a sort spills, progress below 100%
+    while it works, the plan graph; skew bars while the repartition still routes. At the
+    end: a short query folded into one line, and the history listing the queries."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1400})
+            page.set_default_timeout(60_000)
+            page.goto(f"{lab['url']}/lab/workspaces/monitor/tree/monitor.ipynb"
+                      f"?token={lab['token']}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
+            _accept_kernel_dialog(page)
+            _wait_idle(page)
+            _run_all_cells(page)
+
+            # the spilling sort, live: read in one step in the page, since the live view
+            # is replaced by the frozen one at any moment
+            facts = page.wait_for_function(LIVE_SPILLING_SORT, timeout=180_000).json_value()
+            page.screenshot(path=str(screenshots / "20_spilling_sort_live.png"))
+            try:
+                page.locator(LIVE_MONITOR).filter(has_text="running").first.screenshot(
+                    path=str(screenshots / "monitor_mid_run.png"), timeout=5_000)
+            except sync_api.Error:  # finished meanwhile: the page screenshot above remains
+                pass
+            assert facts["feed"] >= 1, facts  # spill-feed rows while the sort runs
+            assert facts["bars"] >= 3 and facts["hot"] == 1, facts
+            assert "/ 7.6 MiB" in facts["head"], facts  # pool / limit
+            assert facts["memory"], facts  # some operator shows memory now / peak
+            assert facts["nodes"] >= 3, facts  # the plan graph
+            assert facts["progress"] < 100, facts  # below 100% while the sort works
+
+            # the hot-key aggregate: skew bars while the repartition still routes
+            page.wait_for_function(
+                "() => !!document.querySelector('.widget-html .plansight-skew-live')",
+                timeout=180_000)
+            page.screenshot(path=str(screenshots / "21_skew_live.png"))
+
+            _wait_all_executed(page, timeout=300)
+            _wait_idle(page)
+            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
+            quick = cells.nth(1).locator("details.plansight-collapsed")
+            assert quick.count() == 1 and "finished" in quick.locator("summary").inner_text()
+            assert cells.nth(1).locator("table").first.is_visible() is False  # folded
+            quick.locator("summary").click()
+            assert cells.nth(1).locator("svg.plansight-graph").first.is_visible()
+            sort_cell = cells.nth(2)
+            assert sort_cell.locator("details.plansight-collapsed").count() == 0
+            assert "spills" in sort_cell.locator(MONITOR).first.inner_text()
+            assert sort_cell.locator(".plansight-spilled").count() >= 1
+            assert cells.nth(3).locator(".plansight-skewed").count() >= 1
+            listing = cells.nth(4).locator(".plansight-history")
+            assert listing.locator("details.plansight-history-row").count() >= 3
+            cells.nth(2).scroll_into_view_if_needed()
+            page.screenshot(path=str(screenshots / "22_monitor_end.png"))
+            assert page.locator("text=Traceback (most recent call last)").count() == 0
+        except Exception:
+            page.screenshot(path=str(screenshots / "monitor_failure.png"), full_page=True)
             raise
         finally:
             browser.close()

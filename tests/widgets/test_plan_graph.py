@@ -134,5 +134,39 @@ def test_analyze_detail_adds_every_metric_to_the_table(session):
     assert "<th style='text-align:left;padding:1px 8px;line-height:1.35'>metrics</th>" in page
     scan = next(op for _, op in plan_rows(run.plan) if op.name == "DataSourceExec")
     rows_read = int(run.metrics.total(scan.operator_id, "rows_read"))
-    assert rows_read == 500 and f"rows_read={rows_read:,}" in page
+    assert rows_read == 500 and f"rows_read={rows_read}" in page
     assert "class='plansight-metrics'" not in render_html(snap, run.plan)  # only on detail
+
+
+def test_a_large_frozen_plan_folds_its_quiet_subtrees():
+    from pathlib import Path
+
+    from plansight.datasets import load_sample
+    from plansight.widgets.plan_view import _EXCHANGES, MANY_OPERATORS
+
+    s = ps.Session(target_partitions=2)
+    load_sample(s, "tpch", 0.01)
+    queries = Path(ps.__file__).parent / "datasets" / "tpch_queries"
+    query = s.sql((queries / "q21.sql").read_text())
+    monitor = QueryMonitor(query, live=False, show=False)
+    run = monitor.run()
+    snap = monitor.snapshot()
+    rows = plan_rows(run.plan)
+    assert len(rows) >= MANY_OPERATORS
+    page = render_frozen_html(snap, run.plan)
+    exchanges = [op for depth, op in rows[1:] if op.name in _EXCHANGES]
+    assert page.count("<details class='plansight-subtree'") == len(exchanges) > 0
+    # every operator keeps exactly one row, in EXPLAIN order, and the markup nests properly
+    found = [int(i) for i in re.findall(r"<tr data-operator-id='(\d+)'", page)]
+    assert found == [op.operator_id for _, op in rows]
+    for tag in ("details", "table", "tbody"):  # every fold and table closes
+        assert page.count(f"<{tag}") == page.count(f"</{tag}>")
+    assert "<tbody></tbody>" not in page  # no empty table between two folds
+    times, hot = self_times(snap, run.plan)
+    hot_fold = re.findall(r"<details class='plansight-subtree' data-operator-id='(\d+)'( open)?",
+                          page)
+    assert any(flag for _, flag in hot_fold) or hot == rows[0][1].operator_id
+    # a small plan keeps its one table
+    small = QueryMonitor(s.sql("SELECT count(*) FROM nation"), live=False, show=False)
+    small.run()
+    assert "plansight-subtree" not in render_frozen_html(small.snapshot(), small.query.physical)
