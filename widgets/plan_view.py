@@ -356,7 +356,7 @@ class QueryMonitor:
         ctx = getattr(self.query, "context", None)
         if ctx is None or self._status == "pending":
             return {}
-        return ctx.metrics.snapshot()
+        return ctx.metrics.snapshot(live=True)
 
     def _phases(self, operators: dict[int, OperatorState], scanned: int) -> tuple[Phase, ...]:
         """The scan phase (rows read over the estimate), then one phase per blocking operator:

@@ -14,22 +14,67 @@ Children that run on other threads (a repartition's producers, a merge's prefetc
 not nested: their consumer only waits on a queue. ``waited`` adds such waits to ``nested``,
 so a queue read is nobody's compute. Subtracting children's totals at the reader instead
 is wrong as soon as a child runs on another thread or partitions run in parallel.
+
+A pull in progress has not charged anything yet: a sort consuming its whole input inside
+its first pull would show no own time until it emits. So each thread also keeps a stack of
+its open pulls, ``(metrics, start, nested at start)``, outermost first, readable from other
+threads: ``open_pulls`` charges the innermost pull with the time since it started (less
+what its finished children took) and each outer one with its time before the next inner
+pull began, which is what they will be charged when they end.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
+
+
+class ThreadTime:
+    """One thread's accounting, in a plain object so that other threads can read it."""
+
+    __slots__ = ("nested", "open", "__weakref__")
+
+    def __init__(self):
+        self.nested = 0.0  # seconds of nested pulls and waits so far
+        self.open: list[tuple] = []  # (metrics, start, nested at start), outermost first
+        _THREADS.add(self)
+
+
+_THREADS: weakref.WeakSet[ThreadTime] = weakref.WeakSet()  # a dead thread's drops out
 
 
 class _ThreadClock(threading.local):
-    nested = 0.0  # the class attribute is each thread's starting value
+    def __init__(self):
+        self.state = ThreadTime()
 
 
-CLOCK = _ThreadClock()
+CLOCK = _ThreadClock()  # CLOCK.state: this thread's ThreadTime
 
 
 def waited(since: float) -> None:
     """Count the seconds from ``since`` (a ``perf_counter`` reading) to now as waiting, not
     compute, of whichever operator pull is running on this thread."""
-    CLOCK.nested += time.perf_counter() - since
+    CLOCK.state.nested += time.perf_counter() - since
+
+
+def open_pulls(now: float) -> list[tuple[object, float]]:
+    """(metrics, own seconds so far) of every pull in progress on any thread.
+
+    Example:
+        >>> state = CLOCK.state
+        >>> state.open.append(("outer", 10.0, 0.0))
+        >>> state.open.append(("inner", 12.0, 0.5))
+        >>> state.nested = 1.0  # the inner pull's finished children took 0.5 s
+        >>> sorted((m, own) for m, own in open_pulls(now=15.0) if m in ("outer", "inner"))
+        [('inner', 2.5), ('outer', 1.5)]
+        >>> del state.open[-2:]; state.nested = 0.0
+    """
+    found = []
+    for state in list(_THREADS):
+        stack, nested_now = list(state.open), state.nested  # a copy: the thread goes on
+        inner_start, inner_nested = now, nested_now
+        for metrics, start, nested in reversed(stack):
+            found.append((metrics, max(0.0, (inner_start - start) - (inner_nested - nested))))
+            inner_start, inner_nested = start, nested
+    return found

@@ -7,8 +7,11 @@ ANALYZE, widgets) aggregate across partitions.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+from plansight.engine.exec.compute_clock import open_pulls
 
 SHARED_METRICS = ("output_rows", "output_batches", "elapsed_compute", "mem_reserved", "peak_mem",
                   "spill_count", "spilled_bytes", "spilled_rows")
@@ -93,13 +96,20 @@ class MetricsRegistry:
     def total(self, operator_id: int, name: str) -> float:
         return combine(name, [m[name] for m in self.partitions(operator_id)])
 
-    def snapshot(self) -> dict[int, dict[str, float]]:
-        """Operator id -> metric totals (a consistent copy for observers)."""
+    def snapshot(self, live: bool = False) -> dict[int, dict[str, float]]:
+        """Operator id -> metric totals (a consistent copy for observers). ``live`` adds the
+        own time of pulls still in progress (a sort consuming its input), which their
+        operators are charged only when the pull ends."""
         with self._lock:
             items = list(self._metrics.values())
         values: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for m in items:
             for name, value in list(m.values.items()):
                 values[m.operator_id][name].append(value)
+        if live:
+            mine = {id(m) for m in items}
+            for m, own in open_pulls(time.perf_counter()):
+                if id(m) in mine:
+                    values[m.operator_id]["elapsed_compute"].append(own)
         return {op: {name: combine(name, vs) for name, vs in metrics.items()}
                 for op, metrics in values.items()}

@@ -212,19 +212,24 @@ class ExecutionPlan:
                 if cancelled():
                     ctx.check_cancelled()
                 # own time only: what nested pulls and waits on this thread add to
-                # CLOCK.nested is theirs; then count this whole pull as nested for the parent
-                nested = CLOCK.nested
+                # its nested time is theirs; then count this whole pull as nested for the
+                # parent. The open-pull stack lets live readers see a long pull's time.
+                thread = CLOCK.state
+                nested = thread.nested
                 t0 = clock()
+                thread.open.append((metrics, t0, nested))
                 try:
                     batch = pull()
                 except StopIteration:
                     spent = clock() - t0
-                    values["elapsed_compute"] += spent - (CLOCK.nested - nested)
-                    CLOCK.nested = nested + spent
+                    values["elapsed_compute"] += spent - (thread.nested - nested)
+                    thread.nested = nested + spent
                     break
+                finally:
+                    thread.open.pop()
                 now = clock()
-                values["elapsed_compute"] += now - t0 - (CLOCK.nested - nested)
-                CLOCK.nested = nested + (now - t0)
+                values["elapsed_compute"] += now - t0 - (thread.nested - nested)
+                thread.nested = nested + (now - t0)
                 num_rows = batch.num_rows
                 if num_rows == 0:
                     continue

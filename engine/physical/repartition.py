@@ -241,15 +241,16 @@ class RepartitionExec(ExecutionPlan):
                             break
                         # routing is this operator's compute, though no pull of it runs it;
                         # waits on full queues are not (see compute_clock)
-                        nested, t0 = CLOCK.nested, time.perf_counter()
+                        clock = CLOCK.state
+                        nested, t0 = clock.nested, time.perf_counter()
                         for p, piece in self.route(batch, partition + i):
                             rows[p] += piece.num_rows
                             sizes[p] += piece.nbytes
                             for ready in pending.add(p, piece):
                                 queues[p][lane].put(ready, stop)
                         now = time.perf_counter()
-                        routing.add("elapsed_compute", now - t0 - (CLOCK.nested - nested))
-                        CLOCK.nested = nested + (now - t0)
+                        routing.add("elapsed_compute", now - t0 - (clock.nested - nested))
+                        clock.nested = nested + (now - t0)
                         if ctx.events.active and now - published[0] >= _LIVE_INTERVAL:
                             published[0] = now  # racy between producers: at worst one extra
                             ctx.events.publish(RepartitionOutput(

@@ -96,3 +96,45 @@ def test_operator_finished_carries_the_runs_own_time(clock):
     assert finished[leaf.operator_id].compute == 12.0
     assert finished[top.operator_id].compute == 3.0
     assert finished[top.operator_id].elapsed == 15.0  # wall time stays inclusive
+
+
+class Blocking(ExecutionPlan):
+    """Like a sort: its first pull consumes the whole input (``cost`` fake seconds per input
+    batch), calling ``probe(ctx)`` after each, then emits one batch."""
+
+    name = "BlockingExec"
+
+    def __init__(self, clock, cost, child, probe):
+        super().__init__(SCHEMA)
+        self.clock, self.cost, self.child, self.probe = clock, cost, child, probe
+
+    def children(self):
+        return [self.child]
+
+    def _execute(self, partition, ctx):
+        for _ in self.child.execute(partition, ctx):
+            self.clock.now += self.cost
+            self.probe(ctx)
+        yield pa.record_batch({"x": [1]}, schema=SCHEMA)
+
+
+def test_live_snapshot_charges_a_pull_still_in_progress(clock):
+    """A blocking operator shows its own time while it consumes its input, not only once it
+    emits; its children keep theirs, and nothing is counted twice."""
+    seen = []
+
+    def probe(ctx):
+        live = ctx.metrics.snapshot(live=True)
+        done = ctx.metrics.snapshot()
+        seen.append((live[top.operator_id]["elapsed_compute"],
+                     done.get(top.operator_id, {}).get("elapsed_compute", 0.0),
+                     live[leaf.operator_id]["elapsed_compute"]))
+
+    leaf = Working(clock, cost=5.0, batches=3)
+    top = Blocking(clock, cost=1.0, child=leaf, probe=probe)
+    ctx = run(top)
+    # after input batch i: top has worked i seconds (still inside its first pull), the leaf
+    # 5 * i; without live, top shows nothing until its pull ends
+    assert seen == [(1.0, 0.0, 5.0), (2.0, 0.0, 10.0), (3.0, 0.0, 15.0)]
+    assert ctx.metrics.snapshot(live=True)[top.operator_id]["elapsed_compute"] == 3.0
+    assert compute_clock.CLOCK.state.open == []  # every pull closed its entry
