@@ -11,7 +11,7 @@ inclusive time, so that its parent subtracts it exactly once::
     grandchild           ├──────┤                   own = total
 
 Children that run on other threads (a repartition's producers, a merge's prefetchers) are
-not nested: their consumer only waits on a queue. ``waited`` adds such waits to ``nested``,
+not nested: their consumer only waits on a queue. ``waiting`` adds such waits to ``nested``,
 so a queue read is nobody's compute. Subtracting children's totals at the reader instead
 is wrong as soon as a child runs on another thread or partitions run in parallel.
 
@@ -52,10 +52,21 @@ class _ThreadClock(threading.local):
 CLOCK = _ThreadClock()  # CLOCK.state: this thread's ThreadTime
 
 
-def waited(since: float) -> None:
-    """Count the seconds from ``since`` (a ``perf_counter`` reading) to now as waiting, not
-    compute, of whichever operator pull is running on this thread."""
-    CLOCK.state.nested += time.perf_counter() - since
+class waiting:
+    """``with waiting(): queue.get()`` -- the time inside is a wait on another thread's work,
+    nobody's compute; while it lasts it is an open entry of no operator, so that live
+    readers do not charge it to the pull that waits."""
+
+    __slots__ = ("state", "start")
+
+    def __enter__(self) -> None:
+        self.state = CLOCK.state
+        self.start = time.perf_counter()
+        self.state.open.append((None, self.start, self.state.nested))
+
+    def __exit__(self, *exc) -> None:
+        self.state.open.pop()
+        self.state.nested += time.perf_counter() - self.start
 
 
 def open_pulls(now: float) -> list[tuple[object, float]]:
@@ -75,6 +86,8 @@ def open_pulls(now: float) -> list[tuple[object, float]]:
         stack, nested_now = list(state.open), state.nested  # a copy: the thread goes on
         inner_start, inner_nested = now, nested_now
         for metrics, start, nested in reversed(stack):
-            found.append((metrics, max(0.0, (inner_start - start) - (inner_nested - nested))))
+            if metrics is not None:  # None: a wait (``waiting``), nobody's compute
+                found.append((metrics,
+                              max(0.0, (inner_start - start) - (inner_nested - nested))))
             inner_start, inner_nested = start, nested
     return found

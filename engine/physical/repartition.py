@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plansight.engine.errors import PlanError
-from plansight.engine.exec.compute_clock import CLOCK, waited
+from plansight.engine.exec.compute_clock import CLOCK, waiting
 from plansight.engine.exec.events import RepartitionOutput
 from plansight.engine.exec.spill import SpillWriter, spill_manager
 from plansight.engine.logical.expr import Expr
@@ -445,10 +445,10 @@ class _OutputQueue:
         """Enqueue (blocks while full); dropped once the reader has closed."""
         with self.condition:
             if len(self.items) >= self.capacity:
-                since = time.perf_counter()
-                while len(self.items) >= self.capacity and not stop.is_set() and not self.closed:
-                    self.condition.wait(0.05)
-                waited(since)
+                with waiting():
+                    while (len(self.items) >= self.capacity and not stop.is_set()
+                           and not self.closed):
+                        self.condition.wait(0.05)
             if stop.is_set() or self.closed:
                 return
             if isinstance(item, pa.RecordBatch) and not self.reservation.try_grow(item.nbytes):
@@ -463,9 +463,8 @@ class _OutputQueue:
         """The next item, or ``_EMPTY`` after ``timeout`` seconds without one."""
         with self.condition:
             if not self.items:
-                since = time.perf_counter()
-                self.condition.wait(timeout)
-                waited(since)
+                with waiting():
+                    self.condition.wait(timeout)
                 if not self.items:
                     return _EMPTY
             item = self.items.popleft()

@@ -382,12 +382,12 @@ def test_monitor_shows_where_time_and_memory_go(lab, screenshots):
             # the spilling sort, live: read in one step in the page, since the live view
             # is replaced by the frozen one at any moment
             facts = page.wait_for_function(LIVE_SPILLING_SORT, timeout=180_000).json_value()
-            page.screenshot(path=str(screenshots / "20_spilling_sort_live.png"))
-            try:
+            try:  # README's image: the live monitor alone
                 page.locator(LIVE_MONITOR).filter(has_text="running").first.screenshot(
                     path=str(screenshots / "monitor_mid_run.png"), timeout=5_000)
-            except sync_api.Error:  # finished meanwhile: the page screenshot above remains
+            except sync_api.Error:  # finished meanwhile: the page screenshot below remains
                 pass
+            page.screenshot(path=str(screenshots / "20_spilling_sort_live.png"))
             assert facts["feed"] >= 1, facts  # spill-feed rows while the sort runs
             assert facts["bars"] >= 3 and facts["hot"] == 1, facts
             assert "/ 7.6 MiB" in facts["head"], facts  # pool / limit

@@ -54,9 +54,8 @@ class Working(ExecutionPlan):
             if inputs is not None:
                 next(inputs)
             if self.waits:
-                since = self.clock.now
-                self.clock.now += self.waits
-                compute_clock.waited(since)
+                with compute_clock.waiting():
+                    self.clock.now += self.waits
             self.clock.now += self.cost
             yield pa.record_batch({"x": [1]}, schema=SCHEMA)
 
@@ -84,6 +83,28 @@ def test_waiting_for_another_thread_is_nobodys_compute(clock):
     ctx = run(top)
     assert ctx.metrics.total(top.operator_id, "elapsed_compute") == 3.0
     assert clock.now == 33.0
+
+
+def test_a_wait_in_progress_is_not_charged_live(clock):
+    seen = []
+
+    class Waiting(ExecutionPlan):
+        name = "WaitingExec"
+
+        def __init__(self):
+            super().__init__(SCHEMA)
+
+        def _execute(self, partition, ctx):
+            clock.now += 2.0  # own work
+            with compute_clock.waiting():
+                clock.now += 50.0  # another thread's work, still going when read
+                seen.append(ctx.metrics.snapshot(live=True)[self.operator_id])
+            yield pa.record_batch({"x": [1]}, schema=SCHEMA)
+
+    op = Waiting()
+    ctx = run(op)
+    assert seen[0]["elapsed_compute"] == 2.0
+    assert ctx.metrics.total(op.operator_id, "elapsed_compute") == 2.0
 
 
 def test_operator_finished_carries_the_runs_own_time(clock):

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
 from plansight.engine.errors import PlanError
-from plansight.engine.exec.compute_clock import waited
+from plansight.engine.exec.compute_clock import waiting
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.plan import UNSPECIFIED, ExecutionPlan, Partitioning
@@ -133,14 +132,12 @@ class _Prefetched:
         if self.finished:
             raise StopIteration
         while True:
-            since = time.perf_counter()
             try:
-                item = self.items.get(timeout=0.1)
+                with waiting():  # the input's thread computes it: not this merge's time
+                    item = self.items.get(timeout=0.1)
             except queue.Empty:
-                waited(since)
                 self.ctx.check_cancelled()
                 continue
-            waited(since)  # the input's thread computed it: not this merge's time
             if item is _DONE:
                 self.finished = True
                 raise StopIteration
