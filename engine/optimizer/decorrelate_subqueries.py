@@ -79,6 +79,8 @@ def _rewrite_node(node: lp.LogicalPlan) -> lp.LogicalPlan:
     if isinstance(node, (lp.Aggregate, lp.Window)) and any(
             _has_subquery(e) for e in node.expressions()):
         return _project_subqueries_below(node)
+    if isinstance(node, lp.Join) and node.filter is not None and _has_subquery(node.filter):
+        return _project_join_subqueries(node)
     for expr in node.expressions():
         if _has_subquery(expr):
             raise NotSupportedError("subqueries are supported in WHERE, HAVING and the SELECT "
@@ -114,6 +116,53 @@ def _project_subqueries_below(node: lp.Aggregate | lp.Window) -> lp.LogicalPlan:
     if isinstance(node, lp.Window):  # the helper columns stay below: same outputs as before
         return lp.Projection(rewritten, node.columns, node.columns)
     return rewritten
+
+
+def _project_join_subqueries(node: lp.Join) -> lp.LogicalPlan:
+    """An outer join's ON condition with subqueries (an inner join's became a filter over a
+    cross join in the binder). A subquery that reads columns of one side only -- or none --
+    is computed as a column of that side by a projection (decorrelated as a SELECT list
+    is), which adds a column and never changes that side's rows; the condition reads the
+    column, and the join's output stays what it was::
+
+        a LEFT JOIN b ON a.k = b.k AND b.v IN (SELECT ...)
+          ->  a LEFT JOIN Projection(b, b.*, b.v IN (SELECT ...) AS s) ON a.k = b.k AND s
+    """
+    left_ids = {c.id for c in node.left.columns}
+    right_ids = {c.id for c in node.right.columns}
+    computed: tuple[dict[Expr, Column], dict[Expr, Column]] = ({}, {})
+    for sub in _outermost_subqueries(node.filter):
+        reads = _referenced_ids(sub)
+        if reads & left_ids and reads & right_ids:
+            raise NotSupportedError("a subquery in the ON condition of an outer join that "
+                                    "reads columns of both sides is not supported yet")
+        side = computed[1] if reads & right_ids else computed[0]
+        side.setdefault(sub, Column(next_id(), "__subquery", sub.type))
+    replaced = {sub.plan_key: column for side in computed for sub, column in side.items()}
+    condition = transform(node.filter, lambda e: replaced.get(e.plan_key, e)
+                          if isinstance(e, SubqueryExpr) else e)
+
+    def with_columns(plan: lp.LogicalPlan, columns: dict[Expr, Column]) -> lp.LogicalPlan:
+        if not columns:
+            return plan
+        return _rewrite_node(lp.Projection(plan, plan.columns + tuple(columns),
+                                           plan.columns + tuple(columns.values())))
+
+    joined = replace(node, left=with_columns(node.left, computed[0]),
+                     right=with_columns(node.right, computed[1]), filter=condition)
+    return lp.Projection(joined, node.columns, node.columns)
+
+
+def _referenced_ids(expr: Expr) -> set[int]:
+    """Ids of the columns ``expr`` reads, inside its subqueries' plans too (correlation)."""
+    ids: set[int] = set()
+    for e in walk(expr):
+        if isinstance(e, Column):
+            ids.add(e.id)
+        elif isinstance(e, SubqueryExpr):
+            for inner in _all_expressions(e.plan):
+                ids |= _referenced_ids(inner)
+    return ids
 
 
 def _in_single_row_as_comparison(expr: Expr) -> Expr:

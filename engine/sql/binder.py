@@ -454,8 +454,8 @@ class Binder:
                 plan = lp.Filter(lp.Join(left, right, "cross"),
                                  self._boolean(condition, "JOIN ... ON"))
                 return self._merge_using_columns(plan, merged, scope) if merged else plan
-            raise NotSupportedError("subqueries in the ON condition of an outer join are not "
-                                    "supported yet")
+            # an outer join keeps them in its condition: decorrelation computes each on the
+            # side whose columns it reads
         plan = lp.Join(left, right, join_kind, (), condition)
         if merged:
             plan = self._merge_using_columns(plan, merged, scope)
