@@ -15,6 +15,7 @@ set, else in the test's temporary folder (printed at the end).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -139,67 +140,56 @@ def screenshots(tmp_path_factory):
 
 
 def test_tour_runs_in_jupyterlab(lab, screenshots):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
-            page.goto(f"{lab['url']}/lab/tree/01_tour.ipynb?token={lab['token']}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
-            _accept_kernel_dialog(page)
-            _wait_idle(page)
-            page.screenshot(path=str(screenshots / "01_opened.png"))
+    with _chromium_page(screenshots, "failure.png", 1400, 1000) as page:
+        page.goto(f"{lab['url']}/lab/tree/01_tour.ipynb?token={lab['token']}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
+        _accept_kernel_dialog(page)
+        _wait_idle(page)
+        page.screenshot(path=str(screenshots / "01_opened.png"))
 
-            _run_all_cells(page)
-            # mid-run: the live widget of the tour's longer query, caught while it updates
-            # the widget is created showing "pending"; "running" can only come from an update
-            # sent while the query ran
-            updates = _watch_live_monitor(page, screenshots / "02_mid_run.png")
-            assert updates, "the live monitor never showed a running query"
+        _run_all_cells(page)
+        # mid-run: the live widget of the tour's longer query, caught while it updates
+        # the widget is created showing "pending"; "running" can only come from an update
+        # sent while the query ran
+        updates = _watch_live_monitor(page, screenshots / "02_mid_run.png")
+        assert updates, "the live monitor never showed a running query"
 
-            _wait_all_executed(page)
-            _wait_idle(page)
-            page.screenshot(path=str(screenshots / "03_end_last_cell.png"))
-            page.locator(".jp-Cell").first.scroll_into_view_if_needed()
-            page.screenshot(path=str(screenshots / "04_end_top.png"))
-            # each query cell at the end: its monitor snapshot and its result
-            page.set_viewport_size({"width": 1400, "height": 2400})  # tall cells fit whole
-            cells = page.locator(".jp-CodeCell").filter(has=page.locator(MONITOR))
-            for i in range(cells.count()):
-                cells.nth(i).screenshot(path=str(screenshots / f"05_cell_{i + 1}.png"))
+        _wait_all_executed(page)
+        _wait_idle(page)
+        page.screenshot(path=str(screenshots / "03_end_last_cell.png"))
+        page.locator(".jp-Cell").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(screenshots / "04_end_top.png"))
+        # each query cell at the end: its monitor snapshot and its result
+        page.set_viewport_size({"width": 1400, "height": 2400})  # tall cells fit whole
+        cells = page.locator(".jp-CodeCell").filter(has=page.locator(MONITOR))
+        for i in range(cells.count()):
+            cells.nth(i).screenshot(path=str(screenshots / f"05_cell_{i + 1}.png"))
 
-            monitors = page.locator(MONITOR)
-            results = page.locator(RESULT)
-            # every %%query cell with a monitor ends with a finished snapshot: open, or
-            # (a query under half a second) folded into its one-line summary
-            assert monitors.count() >= 5
-            folded = page.locator("details.plansight-collapsed > summary")
-            shown = page.locator(f"{MONITOR}:visible")
-            assert folded.count() + shown.count() == monitors.count()
-            for views in (folded, shown):
-                for i in range(views.count()):
-                    assert "finished" in views.nth(i).inner_text()
-            # results render as tables with their row count line
-            assert results.count() >= 4
-            assert page.locator(".dataframe").count() >= 1  # the --pandas result
-            first = results.first.inner_text()
-            assert "n_name" in first and "25 rows" in first
-            assert "ALGERIA" in first
-            # the deliberate syntax error is a short message, not a traceback
-            errors = page.locator(".jp-OutputArea-output[data-mime-type="
-                                  "'application/vnd.jupyter.stderr']")
-            assert errors.count() >= 1
-            assert page.locator(".jp-OutputArea-output .ansi-red-fg").count() >= 1 or \
-                "Traceback" not in errors.first.inner_text()
-            # no output area shows a Python traceback
-            assert page.locator("text=Traceback (most recent call last)").count() == 0
-        except Exception:
-            page.screenshot(path=str(screenshots / "failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+        monitors = page.locator(MONITOR)
+        results = page.locator(RESULT)
+        # every %%query cell with a monitor ends with a finished snapshot: open, or
+        # (a query under half a second) folded into its one-line summary
+        assert monitors.count() >= 5
+        folded = page.locator("details.plansight-collapsed > summary")
+        shown = page.locator(f"{MONITOR}:visible")
+        assert folded.count() + shown.count() == monitors.count()
+        for views in (folded, shown):
+            for i in range(views.count()):
+                assert "finished" in views.nth(i).inner_text()
+        # results render as tables with their row count line
+        assert results.count() >= 4
+        assert page.locator(".dataframe").count() >= 1  # the --pandas result
+        first = results.first.inner_text()
+        assert "n_name" in first and "25 rows" in first
+        assert "ALGERIA" in first
+        # the deliberate syntax error is a short message, not a traceback
+        errors = page.locator(".jp-OutputArea-output[data-mime-type="
+                              "'application/vnd.jupyter.stderr']")
+        assert errors.count() >= 1
+        assert page.locator(".jp-OutputArea-output .ansi-red-fg").count() >= 1 or \
+            "Traceback" not in errors.first.inner_text()
+        # no output area shows a Python traceback
+        assert page.locator("text=Traceback (most recent call last)").count() == 0
 
 
 CANCEL_SETUP = """\
@@ -243,47 +233,30 @@ def test_cancel_button_stops_a_running_query(lab, screenshots):
     """JupyterLab >= 4.4 sends widget clicks on a kernel subshell: the Cancel button works
     while the cell is busy, the cell ends cancelled (Run All stops there, as on an
     interrupt) and the next cell runs when asked."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
-            # a workspace of its own: the tour's tab (and its cells) is not restored here
-            page.goto(f"{lab['url']}/lab/workspaces/cancel/tree/cancel.ipynb"
-                      f"?token={lab['token']}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
-            _accept_kernel_dialog(page)
-            _wait_idle(page)
-            _run_all_cells(page)
-            button = page.locator(".plansight-cancel")
-            button.wait_for(state="visible", timeout=120_000)
-            page.locator(f"{LIVE_MONITOR}", has_text="running").first.wait_for()
-            page.screenshot(path=str(screenshots / "10_cancel_button.png"))
-            button.click()
-            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
-            cells.nth(1).locator("text=query cancelled").first.wait_for(timeout=60_000)
-            _wait_idle(page)
-            page.screenshot(path=str(screenshots / "11_cancelled.png"))
-            assert cells.count() == 3
-            query_cell = cells.nth(1)
-            assert "query cancelled" in query_cell.inner_text()
-            assert "cancelled" in query_cell.locator(MONITOR).first.inner_text()
-            # a cancelled cell fails, so Run All stops there (as an interrupt does) ...
-            assert cells.nth(2).locator(".jp-InputArea-prompt").inner_text().strip() == "[ ]:"
-            # ... and the kernel runs the next cell when asked
-            cells.nth(2).locator(".jp-InputArea-editor").click()
-            page.keyboard.press("Control+Enter")  # run in place: no new cell below
-            _wait_all_executed(page)
-            _wait_idle(page)
-            assert "42" in cells.nth(2).inner_text()
-            assert page.locator("text=Traceback (most recent call last)").count() == 0
-        except Exception:
-            page.screenshot(path=str(screenshots / "cancel_failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    with _chromium_page(screenshots, "cancel_failure.png", 1400, 1000) as page:
+        _open_and_run_all(page, lab, "cancel")
+        button = page.locator(".plansight-cancel")
+        button.wait_for(state="visible", timeout=120_000)
+        page.locator(f"{LIVE_MONITOR}", has_text="running").first.wait_for()
+        page.screenshot(path=str(screenshots / "10_cancel_button.png"))
+        button.click()
+        cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
+        cells.nth(1).locator("text=query cancelled").first.wait_for(timeout=60_000)
+        _wait_idle(page)
+        page.screenshot(path=str(screenshots / "11_cancelled.png"))
+        assert cells.count() == 3
+        query_cell = cells.nth(1)
+        assert "query cancelled" in query_cell.inner_text()
+        assert "cancelled" in query_cell.locator(MONITOR).first.inner_text()
+        # a cancelled cell fails, so Run All stops there (as an interrupt does) ...
+        assert cells.nth(2).locator(".jp-InputArea-prompt").inner_text().strip() == "[ ]:"
+        # ... and the kernel runs the next cell when asked
+        cells.nth(2).locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Control+Enter")  # run in place: no new cell below
+        _wait_all_executed(page)
+        _wait_idle(page)
+        assert "42" in cells.nth(2).inner_text()
+        assert page.locator("text=Traceback (most recent call last)").count() == 0
 
 
 MONITOR_SETUP = """\
@@ -365,65 +338,80 @@ def test_monitor_shows_where_time_and_memory_go(lab, screenshots):
     operator under the limit, spill-feed rows while a sort spills, progress below 100%
     while it works, the plan graph; skew bars while the repartition still routes. At the
     end: a short query folded into one line, and the history listing the queries."""
+    with _chromium_page(screenshots, "monitor_failure.png", 1600, 1400) as page:
+        _open_and_run_all(page, lab, "monitor")
+
+        # the spilling sort, live: read in one step in the page, since the live view
+        # is replaced by the frozen one at any moment
+        facts = page.wait_for_function(LIVE_SPILLING_SORT, timeout=180_000).json_value()
+        try:  # README's image: the live monitor alone
+            page.locator(LIVE_MONITOR).filter(has_text="running").first.screenshot(
+                path=str(screenshots / "monitor_mid_run.png"), timeout=5_000)
+        except Exception:  # noqa: BLE001 -- finished meanwhile: the page screenshot below remains
+            pass
+        page.screenshot(path=str(screenshots / "20_spilling_sort_live.png"))
+        assert facts["feed"] >= 1, facts  # spill-feed rows while the sort runs
+        assert facts["bars"] >= 3 and facts["hot"] == 1, facts
+        assert "/ 7.6 MiB" in facts["head"], facts  # pool / limit
+        assert facts["memory"], facts  # some operator shows memory now / peak
+        assert facts["nodes"] >= 3, facts  # the plan graph
+        assert facts["progress"] < 100, facts  # below 100% while the sort works
+
+        # the hot-key aggregate: skew bars while the repartition still routes
+        page.wait_for_function(
+            "() => !!document.querySelector('.widget-html .plansight-skew-live')",
+            timeout=180_000)
+        page.screenshot(path=str(screenshots / "21_skew_live.png"))
+
+        _wait_all_executed(page, timeout=300)
+        _wait_idle(page)
+        cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
+        quick = cells.nth(1).locator("details.plansight-collapsed")
+        assert quick.count() == 1 and "finished" in quick.locator("summary").inner_text()
+        assert cells.nth(1).locator("table").first.is_visible() is False  # folded
+        quick.locator("summary").click()
+        assert cells.nth(1).locator("svg.plansight-graph").first.is_visible()
+        sort_cell = cells.nth(2)
+        assert sort_cell.locator("details.plansight-collapsed").count() == 0
+        assert "spills" in sort_cell.locator(MONITOR).first.inner_text()
+        assert sort_cell.locator(".plansight-spilled").count() >= 1
+        assert cells.nth(3).locator(".plansight-skewed").count() >= 1
+        listing = cells.nth(4).locator(".plansight-history")
+        assert listing.locator("details.plansight-history-row").count() >= 3
+        cells.nth(2).scroll_into_view_if_needed()
+        page.screenshot(path=str(screenshots / "22_monitor_end.png"))
+        assert page.locator("text=Traceback (most recent call last)").count() == 0
+
+
+@contextlib.contextmanager
+def _chromium_page(screenshots: Path, failure: str, width: int, height: int):
+    """A page in headless Debian chromium (never a downloaded browser); on a failure, a
+    full-page screenshot named ``failure`` before the error propagates."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
                                              args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1400})
+            page = browser.new_page(viewport={"width": width, "height": height})
             page.set_default_timeout(60_000)
-            page.goto(f"{lab['url']}/lab/workspaces/monitor/tree/monitor.ipynb"
-                      f"?token={lab['token']}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
-            _accept_kernel_dialog(page)
-            _wait_idle(page)
-            _run_all_cells(page)
-
-            # the spilling sort, live: read in one step in the page, since the live view
-            # is replaced by the frozen one at any moment
-            facts = page.wait_for_function(LIVE_SPILLING_SORT, timeout=180_000).json_value()
-            try:  # README's image: the live monitor alone
-                page.locator(LIVE_MONITOR).filter(has_text="running").first.screenshot(
-                    path=str(screenshots / "monitor_mid_run.png"), timeout=5_000)
-            except sync_api.Error:  # finished meanwhile: the page screenshot below remains
-                pass
-            page.screenshot(path=str(screenshots / "20_spilling_sort_live.png"))
-            assert facts["feed"] >= 1, facts  # spill-feed rows while the sort runs
-            assert facts["bars"] >= 3 and facts["hot"] == 1, facts
-            assert "/ 7.6 MiB" in facts["head"], facts  # pool / limit
-            assert facts["memory"], facts  # some operator shows memory now / peak
-            assert facts["nodes"] >= 3, facts  # the plan graph
-            assert facts["progress"] < 100, facts  # below 100% while the sort works
-
-            # the hot-key aggregate: skew bars while the repartition still routes
-            page.wait_for_function(
-                "() => !!document.querySelector('.widget-html .plansight-skew-live')",
-                timeout=180_000)
-            page.screenshot(path=str(screenshots / "21_skew_live.png"))
-
-            _wait_all_executed(page, timeout=300)
-            _wait_idle(page)
-            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
-            quick = cells.nth(1).locator("details.plansight-collapsed")
-            assert quick.count() == 1 and "finished" in quick.locator("summary").inner_text()
-            assert cells.nth(1).locator("table").first.is_visible() is False  # folded
-            quick.locator("summary").click()
-            assert cells.nth(1).locator("svg.plansight-graph").first.is_visible()
-            sort_cell = cells.nth(2)
-            assert sort_cell.locator("details.plansight-collapsed").count() == 0
-            assert "spills" in sort_cell.locator(MONITOR).first.inner_text()
-            assert sort_cell.locator(".plansight-spilled").count() >= 1
-            assert cells.nth(3).locator(".plansight-skewed").count() >= 1
-            listing = cells.nth(4).locator(".plansight-history")
-            assert listing.locator("details.plansight-history-row").count() >= 3
-            cells.nth(2).scroll_into_view_if_needed()
-            page.screenshot(path=str(screenshots / "22_monitor_end.png"))
-            assert page.locator("text=Traceback (most recent call last)").count() == 0
-        except Exception:
-            page.screenshot(path=str(screenshots / "monitor_failure.png"), full_page=True)
-            raise
+            try:
+                yield page
+            except Exception:
+                page.screenshot(path=str(screenshots / failure), full_page=True)
+                raise
         finally:
             browser.close()
+
+
+def _open_and_run_all(page, lab, name: str) -> None:
+    """Open ``name``.ipynb in a workspace of its own (another test's tabs and cells are not
+    restored there), wait for its kernel, and run all cells."""
+    page.set_default_timeout(60_000)
+    page.goto(f"{lab['url']}/lab/workspaces/{name}/tree/{name}.ipynb?token={lab['token']}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
+    _accept_kernel_dialog(page)
+    _wait_idle(page)
+    _run_all_cells(page)
 
 
 def _accept_kernel_dialog(page, timeout: float = 10) -> None:

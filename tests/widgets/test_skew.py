@@ -17,7 +17,8 @@ def test_skew_summary():
     assert not skew_summary((7,))["skewed"] and not skew_summary(())["skewed"]
 
 
-def test_skewed_group_key_is_flagged():
+def hot_key_run():
+    """A monitored hot-key aggregate at 4 partitions: (run, final snapshot)."""
     keys = [0] * 9000 + list(range(1, 1001))  # 90% of the rows share one key
     table = pa.table({"k": keys, "v": list(range(len(keys)))})
     session = ps.Session(target_partitions=4)
@@ -26,7 +27,11 @@ def test_skewed_group_key_is_flagged():
     query = session.sql("SELECT k, count(DISTINCT v) AS d FROM t GROUP BY k")
     monitor = QueryMonitor(query, live=False, show=False)
     run = monitor.run()
-    snap = monitor.snapshot()
+    return run, monitor.snapshot()
+
+
+def test_skewed_group_key_is_flagged():
+    run, snap = hot_key_run()
     ((operator_id, rows),) = snap.repartitions.items()
     assert sum(rows) == run.ctx.metrics.total(operator_id, "output_rows") == 10_000
     worst = skew_summary(rows)["worst"]
@@ -37,14 +42,7 @@ def test_skewed_group_key_is_flagged():
 
 
 def test_time_per_partition_is_the_consumers_own_compute_per_partition():
-    keys = [0] * 9000 + list(range(1, 1001))
-    table = pa.table({"k": keys, "v": list(range(len(keys)))})
-    session = ps.Session(target_partitions=4)
-    session.register("t", pa.Table.from_batches(table.to_batches(max_chunksize=1000)))
-    query = session.sql("SELECT k, count(DISTINCT v) AS d FROM t GROUP BY k")
-    monitor = QueryMonitor(query, live=False, show=False)
-    run = monitor.run()
-    snap = monitor.snapshot()
+    run, snap = hot_key_run()
     ((operator_id, rows),) = snap.repartitions.items()
     times = snap.repartition_times[operator_id]
     assert len(times) == len(rows) == 4 and min(times) >= 0 and sum(times) > 0
