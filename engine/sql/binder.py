@@ -708,6 +708,11 @@ class Binder:
             descending = bool(ordered.args.get("desc"))
             nulls_first = self._nulls_first(ordered, descending)
             node = ordered.this
+            if isinstance(node, exp.Var) and node.name.upper() == "ALL":
+                # DuckDB's ORDER BY ALL: every select item, left to right, this direction
+                keys += [(SortKey(bound, descending, nulls_first), position)
+                         for position, (_, bound, _) in enumerate(items)]
+                continue
             position = None
             if isinstance(node, exp.Literal) and not node.is_string:
                 position = int(node.this) - 1
