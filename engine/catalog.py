@@ -494,6 +494,13 @@ class DataFrameSource(MemorySource):
             fields.append(pa.field(column, normalize_type(type_)))
         self.schema = pa.schema(fields)
 
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def table(self) -> pa.Table:
         """The whole frame as Arrow (every column converted)."""

@@ -7,7 +7,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from plansight.engine.errors import Cancelled
 from plansight.engine.exec.events import EventBus
@@ -70,6 +70,8 @@ class TaskContext:
     # Cancelled seen after it is a consequence of it, and one seen without it is the user's
     failure: BaseException | None = None
     _failure_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: a distributed task's shuffle (engine/distributed/shuffle.ShuffleContext), else None
+    shuffle: Any = None
 
     @property
     def batch_size(self) -> int:

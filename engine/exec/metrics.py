@@ -113,3 +113,20 @@ class MetricsRegistry:
                     values[m.operator_id]["elapsed_compute"].append(own)
         return {op: {name: combine(name, vs) for name, vs in metrics.items()}
                 for op, metrics in values.items()}
+
+    def partition_metrics(self) -> list[PartitionMetrics]:
+        """Every (operator, partition)'s metrics, as a task sends them back to its client."""
+        with self._lock:
+            return list(self._metrics.values())
+
+    def merge(self, received: list[PartitionMetrics]) -> None:
+        """Add metrics a task measured elsewhere (a worker) into this registry."""
+        for m in received:
+            mine = self.for_partition(m.operator_id, m.operator, m.partition)
+            for name, value in m.values.items():
+                if METRIC_KINDS.get(name) == "max":
+                    mine.set_max(name, value)
+                else:
+                    mine.add(name, value)
+            mine.start = m.start if mine.start is None else min(mine.start, m.start or 0)
+            mine.end = m.end if mine.end is None else max(mine.end, m.end or 0)

@@ -53,6 +53,15 @@ class DynamicFilter:
         self._lock = threading.RLock()
         self._builds: dict = {}  # build keys published so far in this run, by build id
 
+    def __getstate__(self) -> dict:
+        # bounds belong to one run on one machine: a plan shipped to a worker carries an
+        # inactive filter (its scan reads everything until a build there publishes)
+        return {"origin": self.origin, "keep_nulls": self.keep_nulls,
+                "max_keys": self.max_keys}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["origin"], state["keep_nulls"], state["max_keys"])
+
     def start(self, ctx: Any) -> None:
         """Forget bounds from an earlier run of the same plan."""
         with self._lock:

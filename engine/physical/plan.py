@@ -12,8 +12,9 @@ from __future__ import annotations
 import itertools
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -109,9 +110,17 @@ def ordering_satisfies(have: Ordering | None, want: Ordering | None,
 # ----------------------------------------------------------------------------- the interface
 
 class ExecutionPlan:
-    """Base class of physical operators."""
+    """Base class of physical operators.
+
+    Plans pickle (distributed execution ships them to workers): the attributes named in
+    ``RUNTIME_STATE`` hold one run's state (locks, exchange queues, a shared build) and are
+    left out, then made anew by their factory when the plan is unpickled. Everything else,
+    the operator id included, travels as is.
+    """
 
     name = "ExecutionPlan"
+    #: attribute name -> factory of its fresh value (see the class docstring)
+    RUNTIME_STATE: dict[str, Callable[[], Any]] = {}
 
     def __init__(self, schema: pa.Schema):
         self.schema = schema
@@ -253,6 +262,17 @@ class ExecutionPlan:
                 own = values["elapsed_compute"] - compute_before
                 bus.publish(OperatorFinished(self.operator_id, self.name, partition, rows,
                                              metrics.end - metrics.start, compute=own), run)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for name in self.RUNTIME_STATE:
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        for name, make in self.RUNTIME_STATE.items():
+            setattr(self, name, make())
 
     def __repr__(self) -> str:
         return self.display()

@@ -154,6 +154,7 @@ def _mix(h: np.ndarray) -> np.ndarray:
 
 class RepartitionExec(ExecutionPlan):
     name = "RepartitionExec"
+    RUNTIME_STATE = {"_lock": threading.Lock, "_state": lambda: None}
 
     def __init__(self, input: ExecutionPlan, mode: str, partitions: int,
                  exprs: tuple[Expr, ...] = (), preserve_order: bool = False):

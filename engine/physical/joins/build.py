@@ -38,6 +38,14 @@ class SharedBuild:
         self._lock = threading.Lock()
         self._state: dict | None = None
 
+    def __getstate__(self) -> dict:
+        # one run's build (and its lock) stays behind: a worker collects its own
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_state")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock, self._state = threading.Lock(), None
+
     def _collect_in_memory(self, batches, reservation, ctx, metrics):
         held = []
         for batch in batches:

@@ -1,0 +1,140 @@
+"""Cut a physical plan into stages at its exchanges (Ballista's cut, DataFusion's plans).
+
+    RepartitionExec(child)            ->  ShuffleReaderExec ── ShuffleWriterExec(child)
+    CoalescePartitionsExec(child)     ->  CoalescePartitionsExec(ShuffleReaderExec ──
+    SortPreservingMergeExec(child)        ShuffleWriterExec(child, passthrough))
+
+A stage is a ShuffleWriterExec and what is below it down to the next readers, or the root
+(the final stage); it runs as one task per partition. A repartition's routing moves into
+the writer (its map tasks) and its reading into the reader (one task per output
+partition), so a shuffle of M inputs to P outputs is M + P tasks, never M x P. A coalesce
+or merge stays whole in the next stage: its reader hands partition m the pieces of map
+task m, and the merge reads all of them as it does locally.
+
+Stage ids count from 1 in the order the stages can run (children first); the tree keeps
+each writer below its reader, so EXPLAIN shows the stages in place.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass
+
+from plansight.engine.distributed.shuffle import (
+    PASSTHROUGH,
+    ShuffleReaderExec,
+    ShuffleWriterExec,
+)
+from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
+from plansight.engine.physical.plan import ExecutionPlan
+from plansight.engine.physical.recursive_query import RecursiveQueryExec
+from plansight.engine.physical.repartition import RepartitionExec
+from plansight.engine.physical.sorts.sort_preserving_merge import SortPreservingMergeExec
+
+
+@dataclass
+class Stage:
+    """One stage: ``plan`` runs once per partition (``tasks``); it reads the stages in
+    ``inputs``. The final stage's plan is the query's root, the others' a writer."""
+
+    stage_id: int
+    plan: ExecutionPlan
+    inputs: tuple[int, ...]
+
+    @property
+    def tasks(self) -> int:
+        return self.plan.output_partitioning().count
+
+    @property
+    def final(self) -> bool:
+        return not isinstance(self.plan, ShuffleWriterExec)
+
+
+def can_distribute(plan: ExecutionPlan) -> bool:
+    """Whether the plan can run as stages: a recursive query iterates a work table in one
+    process, so a plan with one runs locally."""
+    return not any(isinstance(op, RecursiveQueryExec) for _, op in plan.walk())
+
+
+def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
+    """A copy of ``plan`` with each exchange cut into a ShuffleWriterExec /
+    ShuffleReaderExec pair (``plan`` itself is unchanged: it still runs locally).
+
+    Example:
+        >>> import pyarrow as pa, plansight as ps
+        >>> s = ps.Session(target_partitions=2)
+        >>> s.register("t", pa.table({"k": [1, 2, 1], "v": [1, 2, 3]}))
+        >>> staged = plan_stages(s.sql("SELECT k, sum(v) FROM t GROUP BY k").physical)
+        >>> [op.name for _, op in staged.walk() if op.name.startswith("Shuffle")]
+        ['ShuffleReaderExec', 'ShuffleWriterExec']
+    """
+    ids = itertools.count(1)
+    plan = _copy(plan)
+
+    def cut(op: ExecutionPlan) -> ExecutionPlan:
+        for child in op.children():
+            new = cut(child)
+            if new is not child:
+                _replace_child(op, child, new)
+        if isinstance(op, RepartitionExec):
+            writer = ShuffleWriterExec(op.input, next(ids), op.mode.value, op.partitions,
+                                       op.exprs)
+            return ShuffleReaderExec(writer, op.output_partitioning(), op.output_ordering(),
+                                     op.sort_keys if op.preserve_order else None)
+        if isinstance(op, (CoalescePartitionsExec, SortPreservingMergeExec)):
+            child = op.input
+            writer = ShuffleWriterExec(child, next(ids), PASSTHROUGH, 1)
+            reader = ShuffleReaderExec(writer, child.output_partitioning(),
+                                       child.output_ordering())
+            _replace_child(op, child, reader)
+        return op
+
+    return cut(plan)
+
+
+def _copy(plan: ExecutionPlan) -> ExecutionPlan:
+    """A deep copy sharing the table sources (their data is never copied); objects shared
+    inside the plan (a join's dynamic filter and the scan it filters) stay shared."""
+    memo = {id(op.source): op.source for _, op in plan.walk() if hasattr(op, "source")}
+    return copy.deepcopy(plan, memo)
+
+
+def _replace_child(op: ExecutionPlan, old: ExecutionPlan, new: ExecutionPlan) -> None:
+    """Point every reference of ``op`` to ``old`` at ``new``: its child attributes
+    (``input``, ``left``, a list of ``inputs``) and those of the helpers it owns (a shared
+    build holds the build child too)."""
+    def swap(holder) -> None:
+        for name, value in list(vars(holder).items()):
+            if value is old:
+                setattr(holder, name, new)
+            elif isinstance(value, list) and any(v is old for v in value):
+                setattr(holder, name, [new if v is old else v for v in value])
+            elif isinstance(value, tuple) and any(v is old for v in value):
+                setattr(holder, name, tuple(new if v is old else v for v in value))
+
+    swap(op)
+    for value in list(vars(op).values()):
+        if hasattr(value, "__dict__") and not isinstance(value, (ExecutionPlan, type)):
+            swap(value)
+
+
+def stages_of(plan: ExecutionPlan) -> list[Stage]:
+    """The stages of a staged plan, in an order they can run (inputs first; final last)."""
+    found: list[Stage] = []
+
+    def visit(op: ExecutionPlan, stage_root: ExecutionPlan, inputs: list[int]) -> None:
+        for child in op.children():
+            if isinstance(child, ShuffleWriterExec):
+                inputs.append(child.stage_id)
+                below: list[int] = []
+                visit(child, child, below)
+                found.append(Stage(child.stage_id, child, tuple(below)))
+            else:
+                visit(child, stage_root, inputs)
+
+    top: list[int] = []
+    visit(plan, plan, top)
+    found.sort(key=lambda s: s.stage_id)
+    found.append(Stage(0, plan, tuple(top)))
+    return found

@@ -1,0 +1,206 @@
+"""execute_task: one partition of one stage, run from a task spec, without a Session.
+
+    TaskSpec (config, query id, memory share, spill dir, event sink)
+        │
+    execute_task(fragment, partition, inputs, spec) ──▶ TaskResult (metrics, rows, output)
+        │ uses the process's WorkerEnvironment: one memory pool and one piece store
+        │ shared by every task on this worker, and the query's cancel flags
+
+A worker plugin (``worker.py``) installs the environment when a Dask worker starts; without
+one (a test, a plain process) a local environment is made on first use. A task's errors
+leave it as plansight errors (their types pickle back to the client); anything else is
+wrapped in one that names the original.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from plansight.engine.distributed import fragment as fragments
+from plansight.engine.distributed.pieces import PieceKey, PieceStore
+from plansight.engine.distributed.shuffle import ShuffleContext
+from plansight.engine.errors import (
+    Cancelled,
+    ExecutionError,
+    PlansightError,
+    ResourcesExhausted,
+    internal_error,
+)
+from plansight.engine.exec.context import SessionConfig, TaskContext
+from plansight.engine.exec.events import EventBus
+from plansight.engine.exec.memory_pool import MemoryPool
+from plansight.engine.exec.metrics import PartitionMetrics
+from plansight.engine.physical.plan import ExecutionPlan, operator_of
+
+
+@dataclass
+class TaskSpec:
+    """What a task needs besides its plan: the query's options and where things go.
+
+    ``memory_share`` is the fraction of the worker's pool a task of this query may plan
+    for (informational for now: the pool itself is shared); ``spill_dir`` overrides the
+    worker's local directory; ``event_sink`` receives the task's engine events in batches.
+    """
+
+    config: SessionConfig
+    query_id: str
+    stage_id: int = 0
+    memory_share: float = 1.0
+    spill_dir: str | None = None
+    event_sink: Callable[[list], None] | None = None
+
+
+@dataclass
+class TaskResult:
+    """What a task sends back: its metrics, where its pieces are, and (final stage) rows."""
+
+    stage_id: int
+    partition: int
+    address: str
+    metrics: list[PartitionMetrics]
+    elapsed: float
+    output: pa.Table | None = None
+
+
+@dataclass
+class WorkerEnvironment:
+    """What the tasks of one process share: memory pool, piece store, cancel flags."""
+
+    pool: MemoryPool
+    store: PieceStore
+    address: str = "local"
+    fetch: Callable[[str, PieceKey], bytes | None] | None = None
+    spill_dir: str | None = None
+    _running: dict[str, set[threading.Event]] = field(default_factory=dict)
+    _cancelled: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start_task(self, query_id: str) -> threading.Event:
+        """A cancel flag for a new task of ``query_id`` (already set if it was cancelled)."""
+        flag = threading.Event()
+        with self._lock:
+            if query_id in self._cancelled:
+                flag.set()
+            self._running.setdefault(query_id, set()).add(flag)
+        return flag
+
+    def end_task(self, query_id: str, flag: threading.Event) -> None:
+        with self._lock:
+            flags = self._running.get(query_id)
+            if flags is not None:
+                flags.discard(flag)
+                if not flags:
+                    del self._running[query_id]
+
+    def cancel_query(self, query_id: str) -> int:
+        """Stop the query's running tasks at their next batch, refuse its later ones, and
+        delete its pieces; the number of pieces deleted."""
+        with self._lock:
+            self._cancelled.add(query_id)
+            for flag in self._running.get(query_id, ()):
+                flag.set()
+        return self.store.drop_query(query_id)
+
+    def end_query(self, query_id: str) -> int:
+        """Delete a finished query's pieces (and forget it was cancelled, once its tasks
+        are gone); the number of pieces deleted."""
+        dropped = self.store.drop_query(query_id)
+        with self._lock:
+            if query_id not in self._running:
+                self._cancelled.discard(query_id)
+        return dropped
+
+    def running_tasks(self) -> int:
+        with self._lock:
+            return sum(len(flags) for flags in self._running.values())
+
+
+_environment: WorkerEnvironment | None = None
+_environment_lock = threading.Lock()
+
+
+def install_environment(environment: WorkerEnvironment | None) -> None:
+    """Make ``environment`` the one this process's tasks use (a worker plugin does)."""
+    global _environment
+    with _environment_lock:
+        _environment = environment
+
+
+def environment() -> WorkerEnvironment:
+    """This process's environment; a local one (no memory limit) when none is installed."""
+    global _environment
+    with _environment_lock:
+        if _environment is None:
+            pool = MemoryPool(None)
+            _environment = WorkerEnvironment(pool, PieceStore(pool))
+        return _environment
+
+
+def execute_task(fragment: bytes | ExecutionPlan, partition: int,
+                 inputs: dict[int, list[str]], spec: TaskSpec,
+                 tables: dict[str, Any] | None = None) -> TaskResult:
+    """Run ``partition`` of a stage's plan: a writer's pieces go to this process's store,
+    a final stage's rows come back in the result.
+
+    ``fragment`` is the stage's plan (bytes from ``fragment.dumps`` or the plan itself),
+    ``inputs[stage]`` the addresses of the map tasks of each stage it reads, and
+    ``tables`` the memory sources its scans refer to (see ``fragment``).
+
+    Example:
+        >>> import pyarrow as pa, plansight as ps
+        >>> s = ps.Session(target_partitions=1)
+        >>> s.register("t", pa.table({"x": [1, 2, 3]}))
+        >>> plan = s.sql("SELECT x * 2 AS y FROM t").physical
+        >>> result = execute_task(plan, 0, {}, TaskSpec(SessionConfig(), "q1"))
+        >>> result.output.column(0).to_pylist()
+        [2, 4, 6]
+    """
+    env = environment()
+    started = time.perf_counter()
+    flag = env.start_task(spec.query_id)
+    config = spec.config.copy()
+    config.spill_dir = spec.spill_dir or env.spill_dir or config.spill_dir
+    bus = EventBus([spec.event_sink]) if spec.event_sink is not None else EventBus()
+    ctx = TaskContext(config, env.pool, events=bus, cancelled=flag)
+    ctx.shuffle = ShuffleContext(spec.query_id, env.store, env.address, dict(inputs),
+                                 env.fetch)
+    try:
+        flag.is_set() and ctx.check_cancelled()
+        plan = fragments.loads(fragment, tables) if isinstance(fragment, bytes) else fragment
+        batches = list(plan.execute(partition, ctx))
+        output = None if plan.name == "ShuffleWriterExec" else \
+            pa.Table.from_batches(batches, schema=plan.schema)
+    except Exception as error:  # noqa: BLE001 (re-raised as a plansight error)
+        raise _portable(ctx.fail(error)) from None
+    finally:
+        ctx.cleanup()
+        bus.close()
+        env.end_task(spec.query_id, flag)
+    return TaskResult(spec.stage_id, partition, env.address,
+                      ctx.metrics.partition_metrics(), time.perf_counter() - started, output)
+
+
+def _portable(error: BaseException) -> PlansightError:
+    """``error`` as a plansight error that pickles to the client with its type and
+    message (no traceback objects, no unpicklable originals)."""
+    where = operator_of(error)
+    if isinstance(error, PlansightError):
+        if isinstance(error, (Cancelled, ResourcesExhausted, ExecutionError)) or \
+                type(error).__init__ is Exception.__init__:
+            try:
+                return type(error)(*error.args)
+            except TypeError:
+                pass
+        return PlansightError(str(error))
+    if isinstance(error, (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)):
+        suffix = f" (in {where})" if where else ""
+        return ExecutionError(f"execution failed{suffix}: {error}")
+    wrapped = internal_error(error, f"running {where}" if where else "running a task")
+    plain = type(wrapped)(str(wrapped))
+    return plain
