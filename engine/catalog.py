@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plansight.engine.errors import PlanError
+from plansight.engine.exec.alignment import realigned
 from plansight.engine.source_ordering import (
     SourceSortKey,
     first_unsorted_row,
@@ -108,6 +109,12 @@ class MemorySource(TableSource):
         self.ordering = parse_sorted_by(sorted_by, self.schema)
         if self.ordering:
             self._check_declared_order()
+
+    def __setstate__(self, state: dict) -> None:
+        # a table shipped to a worker arrives in buffers wherever the comm put them
+        self.__dict__.update(state)
+        if isinstance(state.get("table"), pa.Table):
+            self.table = realigned(self.table)
 
     def _check_declared_order(self) -> None:
         try:

@@ -116,6 +116,7 @@ class Query:
         self.last_record = None  # this query's latest run in plansight.history()
         self.logical = self.optimized = None
         self.physical: ExecutionPlan | None = None
+        self.distributed = False  # True: the plan is staged and runs on config.cluster
         if statement is not None:
             self._plan()
 
@@ -139,12 +140,23 @@ class Query:
             self.optimized = optimize(self.logical, self.config.optimizer)
             physical = PhysicalPlanner(self.config).plan(self.optimized)
             self.physical = optimize_physical(physical, self.config)
+            if self.config.cluster is not None:
+                self._stage()
         except PlansightError as e:
             raise add_caret(e, self.sql) from None
         except RecursionError as e:
             raise PlansightError("the query is nested too deeply to plan") from e
         except Exception as e:  # a bug: keep the traceback, say so
             raise internal_error(e, "planning") from e
+
+    def _stage(self) -> None:
+        """On a cluster: cut the plan into stages (shown by EXPLAIN, run by the workers);
+        a plan that cannot run in stages (a recursive query) runs here."""
+        from plansight.engine.distributed.stages import can_distribute, plan_stages
+
+        if can_distribute(self.physical):
+            self.physical = plan_stages(self.physical)
+            self.distributed = True
 
     @property
     def column_names(self) -> list[str]:
@@ -206,10 +218,18 @@ class Query:
         start = time.perf_counter()
         plan = self.physical
         try:
-            batches = []
-            for partition in range(plan.output_partitioning().count):
-                batches.extend(plan.execute(partition, ctx))
-            table = pa.Table.from_batches(batches, schema=plan.schema)
+            if self.distributed:
+                from plansight.cluster import run_on_cluster
+
+                connection = self.session.cluster_connection(self.config.cluster)
+                table = run_on_cluster(connection, plan, ctx)
+                if table.num_columns == 0:
+                    table = plan.schema.empty_table()
+            else:
+                batches = []
+                for partition in range(plan.output_partitioning().count):
+                    batches.extend(plan.execute(partition, ctx))
+                table = pa.Table.from_batches(batches, schema=plan.schema)
         except KeyboardInterrupt:
             self._cancel.set()
             if bus.active:

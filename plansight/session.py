@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from typing import Any
@@ -95,6 +96,23 @@ def _non_negative_int(name):
     return check
 
 
+def _cluster(value):
+    """None (run here), "local:N", a scheduler address, or a distributed.Client."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in
+                         ("", "none", "off", "local")):
+        return None
+    if hasattr(value, "scheduler_info") and hasattr(value, "submit"):
+        return value  # a distributed.Client
+    text = str(value).strip()
+    if text.lower().startswith("local:"):
+        _positive_int("cluster workers")(text.split(":", 1)[1])
+        return text.lower()
+    if "://" in text or re.fullmatch(r"[\w.\-]+:\d+", text):
+        return text
+    raise PlanError(f"invalid cluster {value!r}: use 'local:N', a scheduler address such as "
+                    "'tcp://host:8786', a distributed.Client, or none")
+
+
 OPTIONS = {
     "target_partitions": _positive_int("target_partitions"),
     "threads": _positive_int("threads"),  # DuckDB's name for the same knob
@@ -112,6 +130,7 @@ OPTIONS = {
     "dynamic_filter_max_keys": _non_negative_int("dynamic_filter_max_keys"),
     "optimizer": _boolean("optimizer"),  # false: only the rules a plan needs (reference plans)
     "recursive_cte_max_iterations": _positive_int("recursive_cte_max_iterations"),
+    "cluster": _cluster,
 }
 _ALIASES = {"threads": "target_partitions", "temp_directory": "spill_dir"}
 
@@ -142,7 +161,7 @@ class Session:
     """
 
     def __init__(self, target_partitions: int | None = None, memory_limit: int | str | None = None,
-                 batch_size: int = 8192, spill_dir: str | None = None):
+                 batch_size: int = 8192, spill_dir: str | None = None, cluster: Any = None):
         # large numpy/Arrow temporaries are reused instead of faulted in per query
         retain_freed_memory()
         self.config = SessionConfig()
@@ -153,6 +172,8 @@ class Session:
                         else default_memory_limit())
         self.set_option("batch_size", batch_size)
         self.set_option("spill_dir", spill_dir)
+        self.set_option("cluster", cluster)
+        self._clusters: dict[Any, Any] = {}  # cluster option value -> ClusterConnection
 
     # -- options --------------------------------------------------------------
     def set_option(self, name: str, value: Any) -> None:
@@ -164,6 +185,24 @@ class Session:
         if key not in OPTIONS:
             raise PlanError(f"unknown option {name!r}." + did_you_mean(key, OPTIONS))
         return getattr(self.config, _ALIASES.get(key, key))
+
+    def cluster_connection(self, spec: Any):
+        """The session's connection to cluster ``spec`` (made on first use, then kept)."""
+        from plansight.cluster import connect
+
+        key = spec if isinstance(spec, str) else id(spec)
+        with self._lock:
+            connection = self._clusters.get(key)
+            if connection is None:
+                connection = self._clusters[key] = connect(spec)
+            return connection
+
+    def close(self) -> None:
+        """Stop the clusters this session started (``local:N``) and forget scattered tables."""
+        with self._lock:
+            connections, self._clusters = list(self._clusters.values()), {}
+        for connection in connections:
+            connection.close()
 
     # -- catalog --------------------------------------------------------------
     def register(self, name: str, obj: Any, sorted_by: str | list[str] | None = None) -> None:

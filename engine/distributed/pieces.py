@@ -21,6 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 from pyarrow import ipc
 
+from plansight.engine.exec.alignment import ALIGNED_READ
 from plansight.engine.exec.memory_pool import MemoryPool
 
 #: (query id, stage id, map partition, output partition)
@@ -101,7 +102,7 @@ class PieceStore:
             return
         if piece.path is not None:
             with pa.memory_map(str(piece.path)) as source:
-                yield from ipc.open_stream(source)
+                yield from ipc.open_stream(source, options=ALIGNED_READ)
             return
         yield from piece.batches
 
@@ -152,13 +153,11 @@ class PieceStore:
             shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def read_ipc(data: bytes) -> list[pa.RecordBatch]:
-    """The batches of an IPC stream received over the wire, in 64-byte-aligned memory.
+def read_ipc(data) -> list[pa.RecordBatch]:
+    """The batches of an IPC stream (bytes off the wire or a mapped file), realigned.
 
-    Bytes off a socket sit wherever the comm put them; Arrow's compute (Acero) warns about
-    and copies every misaligned buffer it meets. One copy here into an aligned buffer makes
-    every column buffer aligned (IPC pads each one to 8 bytes within the stream).
+    Bytes off a socket sit wherever the comm put them, and IPC pads buffers to 8 bytes only;
+    Arrow's compute (Acero) warns about, and copies, every buffer not aligned for its type
+    (16 bytes for a decimal). The reader copies just those buffers, once, here.
     """
-    aligned = pa.allocate_buffer(len(data))
-    memoryview(aligned).cast("B")[:] = data
-    return list(ipc.open_stream(aligned))
+    return list(ipc.open_stream(data, options=ALIGNED_READ))

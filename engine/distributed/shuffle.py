@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from plansight.engine.distributed.pieces import PieceKey, PieceStore, read_ipc
 from plansight.engine.errors import ExecutionError
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.logical.expr import Expr, SortKey
@@ -33,7 +34,6 @@ from plansight.engine.physical.plan import ExecutionPlan, Ordering, Partitioning
 from plansight.engine.physical.repartition import RepartitionExec
 from plansight.engine.physical.sorts.merge import merge_sorted
 from plansight.engine.physical.vocabulary import RepartitionMode
-from plansight.engine.distributed.pieces import PieceKey, PieceStore, read_ipc
 
 PASSTHROUGH = "passthrough"
 

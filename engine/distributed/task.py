@@ -77,6 +77,8 @@ class WorkerEnvironment:
     address: str = "local"
     fetch: Callable[[str, PieceKey], bytes | None] | None = None
     spill_dir: str | None = None
+    #: the Dask worker this environment belongs to (None outside a cluster)
+    worker: Any = None
     _running: dict[str, set[threading.Event]] = field(default_factory=dict)
     _cancelled: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -181,6 +183,9 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
     finally:
         ctx.cleanup()
         bus.close()
+        flush = getattr(spec.event_sink, "flush", None)
+        if flush is not None:
+            flush()
         env.end_task(spec.query_id, flag)
     return TaskResult(spec.stage_id, partition, env.address,
                       ctx.metrics.partition_metrics(), time.perf_counter() - started, output)

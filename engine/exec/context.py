@@ -51,6 +51,10 @@ class SessionConfig:
     optimizer: bool = True
     #: WITH RECURSIVE stops with an error after this many iterations without a fixpoint.
     recursive_cte_max_iterations: int = 1000
+    #: Where queries run: None (this process), "local:N" (a LocalCluster of N worker
+    #: processes on 127.0.0.1, started on first use), a scheduler address
+    #: ("tcp://host:8786"), or a ``distributed.Client``. Needs plansight[distributed].
+    cluster: str | None = None
 
     def copy(self) -> SessionConfig:
         return SessionConfig(**self.__dict__)

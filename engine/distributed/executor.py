@@ -1,0 +1,199 @@
+"""Run a staged plan on a Dask cluster: one Dask task per partition of each stage.
+
+    client                                   workers (PlansightPlugin on each)
+    ──────                                   ─────────────────────────────────
+    stages_of(plan): 1, 2, ..., final
+    submit every stage whose inputs are done ─▶ execute_task(fragment, p, inputs, spec)
+    wait (cancel checked every 0.1 s)            map tasks: pieces stay in the worker's store
+    a stage done: where its pieces are ◀──────── TaskResult (address, metrics)
+    ... final stage: its rows, in partition order
+    end: end_query on every worker ────────────▶ pieces deleted (also on error and cancel)
+
+Dask's scheduler places the tasks; a stage's reduce tasks are submitted once its map tasks
+are done (Ballista's order), with the map tasks' addresses as arguments, so the graph never
+holds M x P edges. Events the workers forward (``worker.TopicSink``) are republished into
+the query's bus, so observers see one stream as for a local run.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+import uuid
+from typing import Any
+
+import pyarrow as pa
+from distributed import Client, wait
+from distributed.client import FutureCancelledError
+from distributed.comm.core import CommClosedError
+from distributed.scheduler import KilledWorker
+
+from plansight.engine.distributed import fragment as fragments
+from plansight.engine.distributed.stages import Stage, stages_of
+from plansight.engine.distributed.task import TaskResult, TaskSpec, execute_task
+from plansight.engine.distributed.worker import (
+    PlansightPlugin,
+    TopicSink,
+    cancel_query,
+    drop_forwarder,
+    end_query,
+)
+from plansight.engine.errors import (
+    Cancelled,
+    ExecutionError,
+    PlansightError,
+    ResourcesExhausted,
+)
+from plansight.engine.exec.context import TaskContext
+from plansight.engine.physical.plan import ExecutionPlan
+
+_POLL = 0.1  # seconds between checks of the query's cancel flag while tasks run
+
+
+def prepare(client: Client) -> None:
+    """Install the worker plugin (idempotent: once per cluster is enough)."""
+    client.register_plugin(PlansightPlugin())
+
+
+def run_staged(client: Client, plan: ExecutionPlan, ctx: TaskContext,
+               tables: dict[int, tuple[str, Any]]) -> pa.Table:
+    """Run staged ``plan`` on the cluster; its result in partition order.
+
+    ``tables`` maps each memory source (by ``id``) to (key, the future the session
+    scattered it as). Errors come back as plansight errors of the same type; a worker that
+    died is ResourcesExhausted naming it, a lost connection an ExecutionError.
+    """
+    query_id = uuid.uuid4().hex[:12]
+    topic = f"plansight-events-{query_id}"
+    config = ctx.config.copy()
+    config.cluster = None  # a task runs where it is; the client object stays here
+    sink = None
+    received: dict[str, int] = {}
+    if ctx.events.active:
+        sink = TopicSink(topic)
+
+        def republish(event) -> None:
+            message = event[1]
+            received[message["worker"]] = received.get(message["worker"], 0) + 1
+            for item in pickle.loads(message["events"]):
+                ctx.events.publish(item)
+
+        client.subscribe_topic(topic, republish)
+    keys = {source_id: key for source_id, (key, _) in tables.items()}
+    futures_of_tables = {key: future for key, future in tables.values()}
+    run = _Run(client, ctx, query_id)
+    try:
+        results = run.stages(stages_of(plan), keys, futures_of_tables, config, sink)
+    finally:
+        run.finish(cancelled=ctx.cancelled.is_set())
+        if sink is not None:
+            sent = _quiet(client.run, drop_forwarder, topic)
+            _await_events(sent or {}, received)
+            client.unsubscribe_topic(topic)
+    tables_out = [r.output for r in results]
+    return pa.concat_tables(tables_out) if tables_out else pa.table({})
+
+
+class _Run:
+    def __init__(self, client: Client, ctx: TaskContext, query_id: str):
+        self.client, self.ctx, self.query_id = client, ctx, query_id
+        self.futures: list = []
+
+    def stages(self, stages: list[Stage], keys, tables, config, sink) -> list[TaskResult]:
+        done: dict[int, list[TaskResult]] = {}
+        running: dict[int, list] = {}
+        waiting = list(stages)
+        while True:
+            for stage in [s for s in waiting if all(i in done for i in s.inputs)]:
+                waiting.remove(stage)
+                running[stage.stage_id] = self._submit(stage, keys, tables, config, sink, done)
+            if not running:
+                break
+            self._wait_any(running)
+            for stage_id, futures in list(running.items()):
+                if all(f.done() for f in futures):
+                    self._raise_failures(futures)
+                    done[stage_id] = self.client.gather(futures)
+                    del running[stage_id]
+                    for result in done[stage_id]:
+                        self.ctx.metrics.merge(result.metrics)
+        return done[0]
+
+    def _submit(self, stage: Stage, keys, tables, config, sink, done) -> list:
+        payload = fragments.dumps(stage.plan, keys)
+        spec = TaskSpec(config, self.query_id, stage.stage_id, 1.0 / max(stage.tasks, 1),
+                        event_sink=sink)
+        inputs = {i: [r.address for r in sorted(done[i], key=lambda r: r.partition)]
+                  for i in stage.inputs}
+        futures = [self.client.submit(execute_task, payload, p, inputs, spec, tables,
+                                      key=f"plansight-{self.query_id}-{stage.stage_id}-{p}",
+                                      pure=False, retries=0)
+                   for p in range(stage.tasks)]
+        self.futures.extend(futures)
+        return futures
+
+    def _wait_any(self, running: dict[int, list]) -> None:
+        pending = [f for futures in running.values() for f in futures if not f.done()]
+        while pending:
+            self.ctx.check_cancelled()
+            try:
+                wait(pending, timeout=_POLL, return_when="FIRST_COMPLETED")
+                return
+            except TimeoutError:
+                continue
+            except (CommClosedError, OSError) as error:
+                raise ExecutionError(f"lost the connection to the cluster: {error}") from None
+            if any(f.status == "error" for f in pending):
+                return
+
+    def _raise_failures(self, futures: list) -> None:
+        errors = [f.exception() for f in futures if f.status == "error"]
+        if any(f.status == "cancelled" for f in futures):
+            raise Cancelled("query cancelled")
+        if not errors:
+            return
+        real = [e for e in errors if not isinstance(e, Cancelled)]
+        raise translate(real[0] if real else errors[0])
+
+    def finish(self, cancelled: bool) -> None:
+        """Drop queued and running tasks (if any are left) and every piece of the query."""
+        unfinished = [f for f in self.futures if not f.done()]
+        if unfinished:
+            _quiet(self.client.run, cancel_query, self.query_id)
+            _quiet(self.client.cancel, unfinished)
+        _quiet(self.client.run, cancel_query if cancelled or unfinished else end_query,
+               self.query_id)
+
+
+def translate(error: BaseException) -> PlansightError:
+    """A task's error as the error the query raises (type kept for plansight errors)."""
+    if isinstance(error, PlansightError):
+        return error
+    if isinstance(error, KilledWorker):
+        worker = getattr(error.last_worker, "address", error.last_worker)
+        return ResourcesExhausted(f"worker {worker} died while running task {error.task} "
+                                  "(usually out of memory): give the workers more memory or "
+                                  "use more partitions")
+    if isinstance(error, FutureCancelledError):
+        return Cancelled("query cancelled: its tasks were cancelled on the cluster")
+    if isinstance(error, (CommClosedError, OSError)):
+        return ExecutionError(f"lost the connection to a worker: {error}")
+    return ExecutionError(f"a task failed on the cluster: {type(error).__name__}: {error}")
+
+
+def _quiet(call, *args):
+    """Cleanup that must not hide the query's own error (the cluster may be gone)."""
+    try:
+        return call(*args)
+    except Exception:  # noqa: BLE001 (best effort: the query already has its outcome)
+        return None
+
+
+def _await_events(sent: dict[str, int], received: dict[str, int], timeout: float = 2.0
+                  ) -> None:
+    """Wait until every event batch a worker sent has arrived (they travel through the
+    scheduler, behind the task results)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(
+            received.get(worker, 0) < count for worker, count in sent.items()):
+        time.sleep(0.01)
