@@ -11,10 +11,14 @@ are read by the workers.
 
 from __future__ import annotations
 
+import copyreg
+import functools
 import io
 import pickle
 from importlib import metadata
 from typing import Any
+
+import pyarrow as pa
 
 from plansight.engine.catalog import MemorySource
 from plansight.engine.errors import ExecutionError
@@ -24,6 +28,7 @@ from plansight.engine.physical.plan import ExecutionPlan
 PLAN_FORMAT = 1
 
 
+@functools.cache
 def plansight_version() -> str:
     try:
         return metadata.version("plansight")
@@ -39,6 +44,20 @@ def memory_sources(plan: ExecutionPlan) -> list[MemorySource]:
         if isinstance(source, MemorySource):
             found[id(source)] = source
     return list(found.values())
+
+
+def month_day_nano(months: int, days: int, nanoseconds: int) -> pa.MonthDayNano:
+    """An interval value (what an unpickled one is made by)."""
+    return pa.MonthDayNano((months, days, nanoseconds))
+
+
+def _month_day_nano(value: pa.MonthDayNano):
+    return month_day_nano, (value.months, value.days, value.nanoseconds)
+
+
+# Arrow's interval value says its class lives in builtins, where pickle cannot find it; plans
+# (literals) and sources (cached statistics) hold such values, and Dask pickles both
+copyreg.pickle(pa.MonthDayNano, _month_day_nano)
 
 
 class _Pickler(pickle.Pickler):

@@ -1,0 +1,36 @@
+"""Cluster results against local ones: the same rows, non-floats exactly and floats within
+a relative 1e-12 (the only freedom a different summation order leaves)."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+
+REL = 1e-12
+
+
+def _rows(table: pa.Table) -> list[tuple]:
+    rows = [tuple(row.values()) for row in table.to_pylist()]
+    # floats last in the sort key: summation order may change their last bits only
+    return sorted(rows, key=lambda row: (
+        tuple("" if isinstance(v, float) else repr(v) for v in row),
+        tuple((1, 0.0) if isinstance(v, float) and math.isnan(v) else
+              (0, v if isinstance(v, float) else 0.0) for v in row)))
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b or abs(a - b) <= REL * max(abs(a), abs(b))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def assert_equal_to_local(got: pa.Table, local: pa.Table, sql: str = "") -> None:
+    assert got.schema.types == local.schema.types, (got.schema, local.schema, sql)
+    assert got.num_rows == local.num_rows, (got.num_rows, local.num_rows, sql)
+    for i, (a, b) in enumerate(zip(_rows(got), _rows(local))):
+        assert _close(a, b), f"row {i} differs: cluster {a}, local {b}\n  SQL: {sql}"
