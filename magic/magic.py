@@ -31,7 +31,8 @@ from plansight.replacement_scan import (  # noqa: F401 -- part of the magic's AP
 )
 
 # Options that consume the next token; used to find where the SQL of a line magic starts.
-_VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size", "--trace",
+_VALUE_OPTIONS = {"-o", "--out", "--partitions", "--memory-limit", "--batch-size", "--cluster",
+                  "--trace",
                   "--save", "--with", "--file", "-f"}
 # first words of SQL: after --plot KIND X, a word that is not one of these is the Y column
 _SQL_STARTS = {"SELECT", "WITH", "FROM", "VALUES", "SHOW", "EXPLAIN", "DESCRIBE", "CREATE",
@@ -67,6 +68,9 @@ class PlansightMagics(Magics):
               help="memory limit for this cell only, e.g. 512MB")
     @argument("--batch-size", type=int, metavar="N",
               help="batch size (rows) for this cell only")
+    @argument("--cluster", metavar="WHERE",
+              help="run this cell on a Dask cluster: local:N (N worker processes on this "
+                   "machine), a scheduler address tcp://host:8786, or none")
     @argument("--profile", action="store_true",
               help="profile the run: show the operator timeline (Gantt) and the memory/CPU "
                    "curve; the result's .profile holds it (plansight.profiling.Profile)")
@@ -159,6 +163,8 @@ class PlansightMagics(Magics):
             overrides["memory_limit"] = args.memory_limit
         if args.batch_size is not None:
             overrides["batch_size"] = args.batch_size
+        if args.cluster is not None:
+            overrides["cluster"] = args.cluster
         params = namespace_parameters(sql, self.shell.user_ns)
         query = session.sql(sql, catalog=catalog, params=params, options=overrides)
         if args.explain:

@@ -48,6 +48,8 @@ from plansight.engine.exec.context import TaskContext
 from plansight.engine.physical.plan import ExecutionPlan
 
 _POLL = 0.1  # seconds between checks of the query's cancel flag while tasks run
+#: Up to this many map x reduce task pairs, readers depend on the map tasks directly.
+DIRECT_EDGES = 256
 
 
 def prepare(client: Client) -> None:
@@ -100,58 +102,64 @@ class _Run:
         self.futures: list = []
 
     def stages(self, stages: list[Stage], keys, tables, config, sink) -> list[TaskResult]:
-        done: dict[int, list[TaskResult]] = {}
-        running: dict[int, list] = {}
-        waiting = list(stages)
-        while True:
-            for stage in [s for s in waiting if all(i in done for i in s.inputs)]:
-                waiting.remove(stage)
-                running[stage.stage_id] = self._submit(stage, keys, tables, config, sink, done)
-            if not running:
-                break
-            self._wait_any(running)
-            for stage_id, futures in list(running.items()):
-                if all(f.done() for f in futures):
-                    self._raise_failures(futures)
-                    done[stage_id] = self.client.gather(futures)
-                    del running[stage_id]
-                    for result in done[stage_id]:
-                        self.ctx.metrics.merge(result.metrics)
-        return done[0]
+        """Submit every stage at once, each task depending on what tells it where its
+        input pieces are; wait for the final stage; then collect every task's metrics.
 
-    def _submit(self, stage: Stage, keys, tables, config, sink, done) -> list:
-        payload = fragments.dumps(stage.plan, keys)
-        spec = TaskSpec(config, self.query_id, stage.stage_id, 1.0 / max(stage.tasks, 1),
-                        event_sink=sink)
-        inputs = {i: [r.address for r in sorted(done[i], key=lambda r: r.partition)]
-                  for i in stage.inputs}
-        futures = [self.client.submit(execute_task, payload, p, inputs, spec, tables,
-                                      key=f"plansight-{self.query_id}-{stage.stage_id}-{p}",
-                                      pure=False, retries=0)
-                   for p in range(stage.tasks)]
-        self.futures.extend(futures)
-        return futures
+        A small shuffle (M x P <= ``DIRECT_EDGES``) lets each reader depend on the M map
+        tasks themselves (one scheduler hop); a larger one adds one small task per stage
+        that lists the locations (M + 1 + P tasks, M + P edges: the scheduler's work grows
+        with M + P, not M x P, at the cost of one more hop).
+        """
+        where: dict[int, Any] = {}
+        by_stage: dict[int, list] = {}
+        for stage in stages:  # inputs first
+            payload = fragments.dumps(stage.plan, keys)
+            spec = TaskSpec(config, self.query_id, stage.stage_id,
+                            1.0 / max(stage.tasks, 1), event_sink=sink)
+            inputs = {i: where[i] for i in stage.inputs}
+            prefix = f"plansight-{self.query_id}-{stage.stage_id}"
+            futures = [self.client.submit(execute_task, payload, p, inputs, spec, tables,
+                                          key=f"{prefix}-{p}", pure=False, retries=0)
+                       for p in range(stage.tasks)]
+            by_stage[stage.stage_id] = futures
+            self.futures.extend(futures)
+            if stage.final:
+                continue
+            readers = sum(s.tasks for s in stages if stage.stage_id in s.inputs)
+            if len(futures) * readers <= DIRECT_EDGES:
+                where[stage.stage_id] = futures  # each reader waits on the map tasks
+            else:  # one small task gathers the locations: M + P edges, not M x P
+                where[stage.stage_id] = self.client.submit(
+                    piece_locations, *futures, key=f"{prefix}-where", pure=False)
+                self.futures.append(where[stage.stage_id])
+        self._wait(by_stage[0])
+        results = self.client.gather(
+            [f for stage_id, fs in by_stage.items() for f in fs], errors="skip")
+        for result in results:
+            self.ctx.metrics.merge(result.metrics)
+        return [r for r in results if r.stage_id == 0]
 
-    def _wait_any(self, running: dict[int, list]) -> None:
-        pending = [f for futures in running.values() for f in futures if not f.done()]
+    def _wait(self, final: list) -> None:
+        """Until the final stage is done (an error anywhere reaches it), checking for a
+        cancel every ``_POLL`` seconds."""
+        pending = list(final)
         while pending:
             self.ctx.check_cancelled()
             try:
                 wait(pending, timeout=_POLL, return_when="FIRST_COMPLETED")
-                return
             except TimeoutError:
                 continue
             except (CommClosedError, OSError) as error:
                 raise ExecutionError(f"lost the connection to the cluster: {error}") from None
-            if any(f.status == "error" for f in pending):
-                return
+            failed = [f for f in self.futures if f.status in ("error", "cancelled")]
+            if failed:
+                self._raise_failure(failed)
+            pending = [f for f in pending if not f.done()]
 
-    def _raise_failures(self, futures: list) -> None:
-        errors = [f.exception() for f in futures if f.status == "error"]
-        if any(f.status == "cancelled" for f in futures):
-            raise Cancelled("query cancelled")
-        if not errors:
-            return
+    def _raise_failure(self, failed: list) -> None:
+        if any(f.status == "cancelled" for f in failed):
+            raise Cancelled("query cancelled: its tasks were cancelled on the cluster")
+        errors = [f.exception() for f in failed]
         real = [e for e in errors if not isinstance(e, Cancelled)]
         raise translate(real[0] if real else errors[0])
 
@@ -163,6 +171,13 @@ class _Run:
             _quiet(self.client.cancel, unfinished)
         _quiet(self.client.run, cancel_query if cancelled or unfinished else end_query,
                self.query_id)
+        self.futures = []
+
+
+def piece_locations(*results: TaskResult) -> list[str]:
+    """Where each map task of a stage left its pieces (by partition): what the next
+    stage's tasks need to fetch them."""
+    return [r.address for r in sorted(results, key=lambda r: r.partition)]
 
 
 def translate(error: BaseException) -> PlansightError:

@@ -151,7 +151,8 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
     a final stage's rows come back in the result.
 
     ``fragment`` is the stage's plan (bytes from ``fragment.dumps`` or the plan itself),
-    ``inputs[stage]`` the addresses of the map tasks of each stage it reads, and
+    ``inputs[stage]`` the addresses (or the results) of the map tasks of each stage it
+    reads, and
     ``tables`` the memory sources its scans refer to (see ``fragment``).
 
     Example:
@@ -170,8 +171,10 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
     config.spill_dir = spec.spill_dir or env.spill_dir or config.spill_dir
     bus = EventBus([spec.event_sink]) if spec.event_sink is not None else EventBus()
     ctx = TaskContext(config, env.pool, events=bus, cancelled=flag)
-    ctx.shuffle = ShuffleContext(spec.query_id, env.store, env.address, dict(inputs),
-                                 env.fetch)
+    # an input stage's locations, or its map tasks' results (small shuffles depend on them)
+    where = {stage: [r.address if isinstance(r, TaskResult) else r for r in located]
+             for stage, located in inputs.items()}
+    ctx.shuffle = ShuffleContext(spec.query_id, env.store, env.address, where, env.fetch)
     try:
         flag.is_set() and ctx.check_cancelled()
         plan = fragments.loads(fragment, tables) if isinstance(fragment, bytes) else fragment

@@ -1,0 +1,174 @@
+"""Stages: where a plan is cut (EXPLAIN on a session with a cluster), and what a staged plan
+keeps. Planning needs no cluster: the session connects when a query first runs."""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pytest
+
+import plansight as ps
+from plansight.datasets import TPCH_QUERIES, tpch
+from plansight.engine.distributed.shuffle import ShuffleReaderExec, ShuffleWriterExec
+from plansight.engine.distributed.stages import plan_stages, stages_of
+from plansight.engine.physical.repartition import RepartitionExec
+
+SHAPE = re.compile(r"Shuffle|CoalescePartitionsExec|SortPreservingMergeExec|HashJoinExec")
+
+
+def stage_shape(explain: str) -> str:
+    """The exchanges and joins of an EXPLAIN, indented as printed, details cut short."""
+    lines = []
+    for line in explain.splitlines():
+        if not SHAPE.search(line):
+            continue
+        line = re.sub(r"(HashJoinExec: mode=\w+).*", r"\1", line)
+        line = re.sub(r"(SortPreservingMergeExec):.*", r"\1", line)
+        lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def session():
+    session = ps.Session(target_partitions=4, cluster="local:2")
+    for name, table in tpch(0.01).items():
+        session.register(name, table)
+    return session
+
+
+EXPECTED = {
+    1: """
+SortPreservingMergeExec
+  ShuffleReaderExec: stage=2, passthrough, partitions=4
+    ShuffleWriterExec: stage=2, partitioning=passthrough, tasks=4
+            ShuffleReaderExec: stage=1, partitioning=Hash([l_returnflag, l_linestatus], 4)
+              ShuffleWriterExec: stage=1, partitioning=Hash([l_returnflag, l_linestatus], 4), tasks=4
+""",
+    3: """
+  SortPreservingMergeExec
+    ShuffleReaderExec: stage=4, passthrough, partitions=4
+      ShuffleWriterExec: stage=4, partitioning=passthrough, tasks=4
+              ShuffleReaderExec: stage=3, partitioning=Hash([l_orderkey, o_orderdate, o_shippriority], 4)
+                ShuffleWriterExec: stage=3, partitioning=Hash([l_orderkey, o_orderdate, o_shippriority], 4), tasks=4
+                      HashJoinExec: mode=CollectLeft
+                        CoalescePartitionsExec
+                          ShuffleReaderExec: stage=2, passthrough, partitions=4
+                            ShuffleWriterExec: stage=2, partitioning=passthrough, tasks=4
+                              HashJoinExec: mode=CollectLeft
+                                CoalescePartitionsExec
+                                  ShuffleReaderExec: stage=1, passthrough, partitions=4
+                                    ShuffleWriterExec: stage=1, partitioning=passthrough, tasks=4
+""",
+    5: """
+SortPreservingMergeExec
+  ShuffleReaderExec: stage=7, passthrough, partitions=4
+    ShuffleWriterExec: stage=7, partitioning=passthrough, tasks=4
+            ShuffleReaderExec: stage=6, partitioning=Hash([n_name], 4)
+              ShuffleWriterExec: stage=6, partitioning=Hash([n_name], 4), tasks=4
+                        HashJoinExec: mode=CollectLeft
+                          CoalescePartitionsExec
+                            ShuffleReaderExec: stage=5, passthrough, partitions=4
+                              ShuffleWriterExec: stage=5, partitioning=passthrough, tasks=4
+                                  HashJoinExec: mode=CollectLeft
+                                    CoalescePartitionsExec
+                                      ShuffleReaderExec: stage=4, passthrough, partitions=4
+                                        ShuffleWriterExec: stage=4, partitioning=passthrough, tasks=4
+                                            HashJoinExec: mode=CollectLeft
+                                              CoalescePartitionsExec
+                                                ShuffleReaderExec: stage=3, passthrough, partitions=4
+                                                  ShuffleWriterExec: stage=3, partitioning=passthrough, tasks=4
+                                                      HashJoinExec: mode=CollectLeft
+                                                        CoalescePartitionsExec
+                                                          ShuffleReaderExec: stage=2, passthrough, partitions=4
+                                                            ShuffleWriterExec: stage=2, partitioning=passthrough, tasks=4
+                                                                HashJoinExec: mode=CollectLeft
+                                                                  CoalescePartitionsExec
+                                                                    ShuffleReaderExec: stage=1, passthrough, partitions=4
+                                                                      ShuffleWriterExec: stage=1, partitioning=passthrough, tasks=4
+""",
+    9: """
+SortPreservingMergeExec
+  ShuffleReaderExec: stage=7, passthrough, partitions=4
+    ShuffleWriterExec: stage=7, partitioning=passthrough, tasks=4
+            ShuffleReaderExec: stage=6, partitioning=Hash([nation, o_year], 4)
+              ShuffleWriterExec: stage=6, partitioning=Hash([nation, o_year], 4), tasks=4
+                        HashJoinExec: mode=CollectLeft
+                          CoalescePartitionsExec
+                            ShuffleReaderExec: stage=1, passthrough, partitions=4
+                              ShuffleWriterExec: stage=1, partitioning=passthrough, tasks=4
+                            HashJoinExec: mode=CollectLeft
+                              CoalescePartitionsExec
+                                ShuffleReaderExec: stage=2, passthrough, partitions=4
+                                  ShuffleWriterExec: stage=2, partitioning=passthrough, tasks=4
+                                HashJoinExec: mode=CollectLeft
+                                  CoalescePartitionsExec
+                                    ShuffleReaderExec: stage=3, passthrough, partitions=4
+                                      ShuffleWriterExec: stage=3, partitioning=passthrough, tasks=4
+                                    HashJoinExec: mode=CollectLeft
+                                      CoalescePartitionsExec
+                                        ShuffleReaderExec: stage=4, passthrough, partitions=4
+                                          ShuffleWriterExec: stage=4, partitioning=passthrough, tasks=4
+                                      HashJoinExec: mode=CollectLeft
+                                        CoalescePartitionsExec
+                                          ShuffleReaderExec: stage=5, passthrough, partitions=4
+                                            ShuffleWriterExec: stage=5, partitioning=passthrough, tasks=4
+""",
+}
+
+
+@pytest.mark.parametrize("number", sorted(EXPECTED))
+def test_tpch_stage_shapes(session, number):
+    assert stage_shape(session.sql(TPCH_QUERIES[number]).explain()) == \
+        EXPECTED[number].strip("\n")
+
+
+@pytest.mark.parametrize("number", sorted(TPCH_QUERIES))
+def test_every_exchange_is_cut_and_ids_are_kept(session, number):
+    staged = session.sql(TPCH_QUERIES[number]).physical
+    operators = [op for _, op in staged.walk()]
+    assert not any(isinstance(op, RepartitionExec) for op in operators)
+    for reader in (op for op in operators if isinstance(op, ShuffleReaderExec)):
+        (writer,) = reader.children()
+        assert isinstance(writer, ShuffleWriterExec) and writer.stage_id == reader.stage_id
+        assert reader.output_partitioning().count == (
+            writer.output_partitioning().count if writer.mode == "passthrough"
+            else writer.partitions)
+    stages = stages_of(staged)
+    assert [s.stage_id for s in stages[:-1]] == list(range(1, len(stages)))
+    assert stages[-1].final and all(not s.final for s in stages[:-1])
+    for stage in stages:  # a stage reads only stages that run before it
+        assert all(0 < i < (stage.stage_id or len(stages)) for i in stage.inputs)
+
+
+def test_staging_leaves_the_local_plan_alone():
+    session = ps.Session(target_partitions=3)
+    session.register("t", pa.table({"k": [1, 2, 1, 3], "v": [1.0, 2.0, 3.0, 4.0]}))
+    query = session.sql("SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY k")
+    before = query.explain()
+    staged = plan_stages(query.physical)
+    assert query.explain() == before and "Shuffle" not in before
+    ids = {op.operator_id for _, op in query.physical.walk()}
+    kept = {op.operator_id for _, op in staged.walk() if not op.name.startswith("Shuffle")}
+    assert kept == ids - {op.operator_id for _, op in query.physical.walk()
+                          if isinstance(op, RepartitionExec)}
+    assert query.to_arrow().to_pydict() == {"k": [1, 2, 3], "s": [4.0, 2.0, 4.0]}
+
+
+def test_cluster_option_is_validated():
+    session = ps.Session(target_partitions=1)
+    for good, stored in [("local:3", "local:3"), ("tcp://127.0.0.1:8786", "tcp://127.0.0.1:8786"),
+                         ("none", None), (None, None)]:
+        session.sql(f"SET cluster = '{good}'" if good else "SET cluster = 'none'")
+        assert session.get_option("cluster") == stored
+    for bad in ["local:0", "local:x", "my cluster"]:
+        with pytest.raises(ps.errors.PlanError, match="cluster"):
+            session.set_option("cluster", bad)
+
+
+def test_a_recursive_query_stays_local():
+    session = ps.Session(target_partitions=2, cluster="local:2")
+    query = session.sql("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
+                        "WHERE n < 5) SELECT sum(n) AS s FROM r")
+    assert not query.distributed and "Shuffle" not in query.explain()
+    assert query.to_arrow().to_pydict() == {"s": [15]}
