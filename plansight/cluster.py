@@ -6,7 +6,9 @@ LocalCluster of N worker processes bound to 127.0.0.1 with the dashboard off (th
 dashboard listens on every interface), an address connects to a running scheduler, and a
 Client is used as given. Each in-memory table a query reads is scattered to the cluster
 once per session and kept there while the session holds it; Parquet, CSV and IPC tables
-travel as paths and are read by the workers.
+travel as paths and are read by the workers. A scattered table is copied to every worker
+(Dask places a task where its data is: a table held by one worker would draw every scan of
+it to that worker).
 
 Dask is optional (``pip install plansight[distributed]``): it is imported here, on first use.
 """
@@ -35,7 +37,8 @@ class ClusterConnection:
                 entry = self.scattered.get(id(source))
                 if entry is None or entry[0] is not source:
                     key = f"plansight-table-{len(self.scattered) + 1}-{id(source):x}"
-                    future = self.client.scatter(source, hash=False)
+                    # on every worker: a table on one worker would draw every scan there
+                    future = self.client.scatter(source, hash=False, broadcast=True)
                     entry = self.scattered[id(source)] = (source, key, future)
                 found[id(source)] = (entry[1], entry[2])
         return found

@@ -181,6 +181,7 @@ class ShuffleReaderExec(ExecutionPlan):
             key = (shuffle.query_id, self.stage_id, m, r)
             address = locations[m]
             if address == shuffle.address or shuffle.fetch is None:
+                metrics.add("local_pieces")
                 yield from shuffle.store.batches(key)
                 return
             data = shuffle.fetch(address, key)

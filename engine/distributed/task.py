@@ -123,6 +123,36 @@ class WorkerEnvironment:
             return sum(len(flags) for flags in self._running.values())
 
 
+class TaskPool:
+    """The worker's pool as one task sees it: grants come from the shared pool, and what
+    the task still holds when it ends is freed (``close``).
+
+    A task runs some partitions of a plan, so state meant to be freed by the last of all
+    partitions (a collect-left join's build, released by every probe partition) would stay
+    reserved in the worker's pool forever.
+    """
+
+    def __init__(self, pool: MemoryPool):
+        self._pool = pool
+        self._mine: list = []
+        self._lock = threading.Lock()
+
+    def register(self, consumer: str, can_spill: bool = False, metrics=None):
+        reservation = self._pool.register(consumer, can_spill, metrics)
+        with self._lock:
+            self._mine.append(reservation)
+        return reservation
+
+    def close(self) -> None:
+        with self._lock:
+            mine, self._mine = self._mine, []
+        for reservation in mine:
+            reservation.free()
+
+    def __getattr__(self, name: str):
+        return getattr(self._pool, name)
+
+
 _environment: WorkerEnvironment | None = None
 _environment_lock = threading.Lock()
 
@@ -170,7 +200,8 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
     config = spec.config.copy()
     config.spill_dir = spec.spill_dir or env.spill_dir or config.spill_dir
     bus = EventBus([spec.event_sink]) if spec.event_sink is not None else EventBus()
-    ctx = TaskContext(config, env.pool, events=bus, cancelled=flag)
+    pool = TaskPool(env.pool)
+    ctx = TaskContext(config, pool, events=bus, cancelled=flag)
     # an input stage's locations, or its map tasks' results (small shuffles depend on them)
     where = {stage: [r.address if isinstance(r, TaskResult) else r for r in located]
              for stage, located in inputs.items()}
@@ -184,7 +215,10 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
     except Exception as error:  # noqa: BLE001 (re-raised as a plansight error)
         raise _portable(ctx.fail(error)) from None
     finally:
+        pool.close()
         ctx.cleanup()
+        if flag.is_set():  # cancelled or failed: no piece written after the drop may stay
+            env.store.drop_query(spec.query_id)
         bus.close()
         flush = getattr(spec.event_sink, "flush", None)
         if flush is not None:

@@ -23,9 +23,11 @@ def stage_shape(explain: str) -> str:
     for line in explain.splitlines():
         if not SHAPE.search(line):
             continue
-        line = re.sub(r"(HashJoinExec: mode=\w+).*", r"\1", line)
-        line = re.sub(r"(SortPreservingMergeExec):.*", r"\1", line)
-        lines.append(line.rstrip())
+        text = line.strip()
+        text = re.sub(r"(HashJoinExec: mode=\w+).*", r"\1", text)
+        text = re.sub(r"(SortPreservingMergeExec):.*", r"\1", text)
+        text = text.replace(", tasks=4", "")
+        lines.append(f"{(len(line) - len(line.lstrip())) // 2} {text}")
     return "\n".join(lines)
 
 
@@ -39,80 +41,80 @@ def session():
 
 EXPECTED = {
     1: """
-SortPreservingMergeExec
-  ShuffleReaderExec: stage=2, passthrough, partitions=4
-    ShuffleWriterExec: stage=2, partitioning=passthrough, tasks=4
-            ShuffleReaderExec: stage=1, partitioning=Hash([l_returnflag, l_linestatus], 4)
-              ShuffleWriterExec: stage=1, partitioning=Hash([l_returnflag, l_linestatus], 4), tasks=4
+0 SortPreservingMergeExec
+1 ShuffleReaderExec: stage=2, passthrough, partitions=4
+2 ShuffleWriterExec: stage=2, partitioning=passthrough
+6 ShuffleReaderExec: stage=1, partitioning=Hash([l_returnflag, l_linestatus], 4)
+7 ShuffleWriterExec: stage=1, partitioning=Hash([l_returnflag, l_linestatus], 4)
 """,
     3: """
-  SortPreservingMergeExec
-    ShuffleReaderExec: stage=4, passthrough, partitions=4
-      ShuffleWriterExec: stage=4, partitioning=passthrough, tasks=4
-              ShuffleReaderExec: stage=3, partitioning=Hash([l_orderkey, o_orderdate, o_shippriority], 4)
-                ShuffleWriterExec: stage=3, partitioning=Hash([l_orderkey, o_orderdate, o_shippriority], 4), tasks=4
-                      HashJoinExec: mode=CollectLeft
-                        CoalescePartitionsExec
-                          ShuffleReaderExec: stage=2, passthrough, partitions=4
-                            ShuffleWriterExec: stage=2, partitioning=passthrough, tasks=4
-                              HashJoinExec: mode=CollectLeft
-                                CoalescePartitionsExec
-                                  ShuffleReaderExec: stage=1, passthrough, partitions=4
-                                    ShuffleWriterExec: stage=1, partitioning=passthrough, tasks=4
+1 SortPreservingMergeExec
+2 ShuffleReaderExec: stage=4, passthrough, partitions=4
+3 ShuffleWriterExec: stage=4, partitioning=passthrough
+7 ShuffleReaderExec: stage=3, partitioning=Hash([l_orderkey, o_orderdate, o_shippriority], 4)
+8 ShuffleWriterExec: stage=3, partitioning=Hash([l_orderkey, o_orderdate, o_shippriority], 4)
+11 HashJoinExec: mode=CollectLeft
+12 CoalescePartitionsExec
+13 ShuffleReaderExec: stage=2, passthrough, partitions=4
+14 ShuffleWriterExec: stage=2, partitioning=passthrough
+15 HashJoinExec: mode=CollectLeft
+16 CoalescePartitionsExec
+17 ShuffleReaderExec: stage=1, passthrough, partitions=4
+18 ShuffleWriterExec: stage=1, partitioning=passthrough
 """,
     5: """
-SortPreservingMergeExec
-  ShuffleReaderExec: stage=7, passthrough, partitions=4
-    ShuffleWriterExec: stage=7, partitioning=passthrough, tasks=4
-            ShuffleReaderExec: stage=6, partitioning=Hash([n_name], 4)
-              ShuffleWriterExec: stage=6, partitioning=Hash([n_name], 4), tasks=4
-                        HashJoinExec: mode=CollectLeft
-                          CoalescePartitionsExec
-                            ShuffleReaderExec: stage=5, passthrough, partitions=4
-                              ShuffleWriterExec: stage=5, partitioning=passthrough, tasks=4
-                                  HashJoinExec: mode=CollectLeft
-                                    CoalescePartitionsExec
-                                      ShuffleReaderExec: stage=4, passthrough, partitions=4
-                                        ShuffleWriterExec: stage=4, partitioning=passthrough, tasks=4
-                                            HashJoinExec: mode=CollectLeft
-                                              CoalescePartitionsExec
-                                                ShuffleReaderExec: stage=3, passthrough, partitions=4
-                                                  ShuffleWriterExec: stage=3, partitioning=passthrough, tasks=4
-                                                      HashJoinExec: mode=CollectLeft
-                                                        CoalescePartitionsExec
-                                                          ShuffleReaderExec: stage=2, passthrough, partitions=4
-                                                            ShuffleWriterExec: stage=2, partitioning=passthrough, tasks=4
-                                                                HashJoinExec: mode=CollectLeft
-                                                                  CoalescePartitionsExec
-                                                                    ShuffleReaderExec: stage=1, passthrough, partitions=4
-                                                                      ShuffleWriterExec: stage=1, partitioning=passthrough, tasks=4
+0 SortPreservingMergeExec
+1 ShuffleReaderExec: stage=7, passthrough, partitions=4
+2 ShuffleWriterExec: stage=7, partitioning=passthrough
+6 ShuffleReaderExec: stage=6, partitioning=Hash([n_name], 4)
+7 ShuffleWriterExec: stage=6, partitioning=Hash([n_name], 4)
+12 HashJoinExec: mode=CollectLeft
+13 CoalescePartitionsExec
+14 ShuffleReaderExec: stage=5, passthrough, partitions=4
+15 ShuffleWriterExec: stage=5, partitioning=passthrough
+17 HashJoinExec: mode=CollectLeft
+18 CoalescePartitionsExec
+19 ShuffleReaderExec: stage=4, passthrough, partitions=4
+20 ShuffleWriterExec: stage=4, partitioning=passthrough
+22 HashJoinExec: mode=CollectLeft
+23 CoalescePartitionsExec
+24 ShuffleReaderExec: stage=3, passthrough, partitions=4
+25 ShuffleWriterExec: stage=3, partitioning=passthrough
+27 HashJoinExec: mode=CollectLeft
+28 CoalescePartitionsExec
+29 ShuffleReaderExec: stage=2, passthrough, partitions=4
+30 ShuffleWriterExec: stage=2, partitioning=passthrough
+32 HashJoinExec: mode=CollectLeft
+33 CoalescePartitionsExec
+34 ShuffleReaderExec: stage=1, passthrough, partitions=4
+35 ShuffleWriterExec: stage=1, partitioning=passthrough
 """,
     9: """
-SortPreservingMergeExec
-  ShuffleReaderExec: stage=7, passthrough, partitions=4
-    ShuffleWriterExec: stage=7, partitioning=passthrough, tasks=4
-            ShuffleReaderExec: stage=6, partitioning=Hash([nation, o_year], 4)
-              ShuffleWriterExec: stage=6, partitioning=Hash([nation, o_year], 4), tasks=4
-                        HashJoinExec: mode=CollectLeft
-                          CoalescePartitionsExec
-                            ShuffleReaderExec: stage=1, passthrough, partitions=4
-                              ShuffleWriterExec: stage=1, partitioning=passthrough, tasks=4
-                            HashJoinExec: mode=CollectLeft
-                              CoalescePartitionsExec
-                                ShuffleReaderExec: stage=2, passthrough, partitions=4
-                                  ShuffleWriterExec: stage=2, partitioning=passthrough, tasks=4
-                                HashJoinExec: mode=CollectLeft
-                                  CoalescePartitionsExec
-                                    ShuffleReaderExec: stage=3, passthrough, partitions=4
-                                      ShuffleWriterExec: stage=3, partitioning=passthrough, tasks=4
-                                    HashJoinExec: mode=CollectLeft
-                                      CoalescePartitionsExec
-                                        ShuffleReaderExec: stage=4, passthrough, partitions=4
-                                          ShuffleWriterExec: stage=4, partitioning=passthrough, tasks=4
-                                      HashJoinExec: mode=CollectLeft
-                                        CoalescePartitionsExec
-                                          ShuffleReaderExec: stage=5, passthrough, partitions=4
-                                            ShuffleWriterExec: stage=5, partitioning=passthrough, tasks=4
+0 SortPreservingMergeExec
+1 ShuffleReaderExec: stage=7, passthrough, partitions=4
+2 ShuffleWriterExec: stage=7, partitioning=passthrough
+6 ShuffleReaderExec: stage=6, partitioning=Hash([nation, o_year], 4)
+7 ShuffleWriterExec: stage=6, partitioning=Hash([nation, o_year], 4)
+12 HashJoinExec: mode=CollectLeft
+13 CoalescePartitionsExec
+14 ShuffleReaderExec: stage=1, passthrough, partitions=4
+15 ShuffleWriterExec: stage=1, partitioning=passthrough
+14 HashJoinExec: mode=CollectLeft
+15 CoalescePartitionsExec
+16 ShuffleReaderExec: stage=2, passthrough, partitions=4
+17 ShuffleWriterExec: stage=2, partitioning=passthrough
+16 HashJoinExec: mode=CollectLeft
+17 CoalescePartitionsExec
+18 ShuffleReaderExec: stage=3, passthrough, partitions=4
+19 ShuffleWriterExec: stage=3, partitioning=passthrough
+18 HashJoinExec: mode=CollectLeft
+19 CoalescePartitionsExec
+20 ShuffleReaderExec: stage=4, passthrough, partitions=4
+21 ShuffleWriterExec: stage=4, partitioning=passthrough
+19 HashJoinExec: mode=CollectLeft
+20 CoalescePartitionsExec
+21 ShuffleReaderExec: stage=5, passthrough, partitions=4
+22 ShuffleWriterExec: stage=5, partitioning=passthrough
 """,
 }
 

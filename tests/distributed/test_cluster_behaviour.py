@@ -1,0 +1,142 @@
+"""On a 2-worker cluster: errors keep their type, cancel leaves nothing behind, the monitor's
+events come from the workers, and the cluster option's ways in."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+import plansight as ps
+from plansight.engine.distributed.executor import translate
+from plansight.engine.distributed.worker import worker_state
+from plansight.engine.exec.events import BatchProduced, OperatorFinished, QueryFinished
+from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
+
+
+@pytest.fixture(scope="module")
+def session(client2):
+    session = ps.Session(target_partitions=4, cluster=client2)
+    session.register("words", pa.table({"s": ["1", "2", "x", "4"] * 50, "k": range(200)}))
+    keys = pa.array([i % 4 for i in range(20_000)], pa.int64())
+    session.register("wide", pa.table({"k": keys, "v": pa.array(range(20_000), pa.int64())}))
+    return session
+
+
+def clean_everywhere(client, timeout: float = 10.0) -> dict:
+    """Wait until no worker runs a plansight task or holds a piece; their states."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = client.run(worker_state)
+        if all(s["running"] == 0 and not s["queries"] and not s["files"] and
+               s["reserved"] == 0 for s in states.values()) or time.monotonic() > deadline:
+            return states
+        time.sleep(0.05)
+
+
+def test_an_error_keeps_its_type_and_the_cluster_stays_usable(session, client2):
+    sql = "SELECT CAST(s AS INTEGER) AS n FROM words"
+    local = ps.Session(target_partitions=4)
+    local.register("words", pa.table({"s": ["1", "2", "x", "4"] * 50, "k": range(200)}))
+    with pytest.raises(ps.errors.PlansightError) as expected:
+        local.sql(sql).to_arrow()
+    with pytest.raises(type(expected.value)) as got:
+        session.sql(sql).to_arrow()
+    assert str(expected.value).split("(in ")[0] in str(got.value)
+    assert session.sql("SELECT count(*) AS n FROM words WHERE s <> 'x'").to_arrow() \
+        .to_pydict() == {"n": [150]}
+    states = clean_everywhere(client2)
+    assert all(s["running"] == 0 and not s["queries"] for s in states.values()), states
+
+
+def test_cancel_stops_every_task_and_leaves_no_piece(session, client2):
+    # 20,000 rows joined on 4 keys: 100M rows to count, far longer than the wait below
+    query = session.sql("SELECT count(*) AS n FROM wide a JOIN wide b ON a.k = b.k")
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append(query.to_arrow())
+        except BaseException as error:  # noqa: BLE001 (the test inspects it)
+            outcome.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(
+            s["running"] for s in client2.run(worker_state).values()):
+        time.sleep(0.02)
+    assert any(s["running"] for s in client2.run(worker_state).values())
+    query.cancel()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], Cancelled), outcome
+    states = clean_everywhere(client2)
+    assert all(s["running"] == 0 and not s["queries"] and not s["files"] and
+               s["reserved"] == 0 for s in states.values()), states
+    assert session.sql("SELECT count(*) AS n FROM wide").to_arrow().to_pydict() == \
+        {"n": [20_000]}
+
+
+def test_the_monitor_gets_the_workers_events_and_ends_finished(session):
+    events: list = []
+    query = session.sql("SELECT k, sum(v) AS s FROM wide GROUP BY k ORDER BY k")
+    run = query.execute(observer=events.append)
+    assert run.result.to_pydict()["s"] == [sum(range(k, 20_000, 4)) for k in range(4)]
+    assert isinstance(events[-1], QueryFinished) and events[-1].rows == 4
+    finished: dict[int, int] = {}
+    produced: dict[int, int] = {}
+    for event in events:
+        if isinstance(event, OperatorFinished):
+            finished[event.operator_id] = finished.get(event.operator_id, 0) + event.rows
+        elif isinstance(event, BatchProduced):
+            produced[event.operator_id] = produced.get(event.operator_id, 0) + event.rows
+    operators = {op.operator_id for _, op in query.physical.walk()}
+    assert set(finished) == operators
+    for operator_id in operators:
+        rows = int(run.metrics.total(operator_id, "output_rows"))
+        assert finished[operator_id] == rows
+        assert produced.get(operator_id, 0) == rows
+
+
+def test_shuffle_metrics_count_every_piece_once(session):
+    query = session.sql("SELECT k, count(*) AS n FROM wide GROUP BY k")
+    run = query.execute()
+    (reader,) = [op for _, op in query.physical.walk()
+                 if op.name == "ShuffleReaderExec" and op.mode == "hash"]
+    (writer,) = reader.children()
+    metrics = run.metrics
+    # 4 map tasks x 4 reduce tasks: each piece read once, from the store or from a peer
+    assert metrics.total(reader.operator_id, "local_pieces") + \
+        metrics.total(reader.operator_id, "remote_pieces") == 16
+    assert metrics.total(writer.operator_id, "shuffle_rows") == 16  # 4 keys x 4 partials
+    assert metrics.total(writer.operator_id, "shuffle_bytes") > 0
+    text = run.explain_analyze()
+    assert "ShuffleWriterExec: stage=1" in text and "shuffle_bytes=" in text
+
+
+def test_a_dead_worker_is_resources_exhausted_naming_it():
+    from distributed.scheduler import KilledWorker
+
+    class Worker:
+        address = "tcp://127.0.0.1:4242"
+
+    error = translate(KilledWorker("plansight-q-1-0", Worker(), 0))
+    assert isinstance(error, ResourcesExhausted) and "tcp://127.0.0.1:4242" in str(error)
+    assert isinstance(translate(OSError("connection reset")), ExecutionError)
+
+
+def test_local_n_starts_and_stops_a_loopback_cluster():
+    session = ps.Session(target_partitions=2, cluster="local:1")
+    session.register("t", pa.table({"x": [1, 2, 3]}))
+    try:
+        assert session.sql("SELECT sum(x) AS s FROM t").to_arrow().to_pydict() == {"s": [6]}
+        (connection,) = session._clusters.values()
+        assert connection.client.scheduler_info()["address"].startswith("tcp://127.0.0.1:")
+        session.sql("SET cluster = 'none'")
+        assert not session.sql("SELECT sum(x) AS s FROM t").distributed
+    finally:
+        session.close()
+    assert connection.client.status == "closed"
