@@ -1,8 +1,11 @@
-"""Dask clusters for the distributed tests: loopback only, worker processes, each started
-once per test session and shared by every test that asks for its size.
+"""One Dask cluster for the distributed tests: loopback only, worker processes, started once
+per test session and grown from 1 to 3 workers, so every worker process starts (and warms
+up) once.
 
-Never the in-process thread mode (it opens a UDP socket to a public address to find its own
-IP) and never the dashboard (it listens on every interface).
+The first test that needs the cluster runs the 22 TPC-H queries on 1, then 2, then 3
+workers (``tpch_by_workers``); every later test uses the 3-worker cluster. Never the
+in-process thread mode (it opens a UDP socket to a public address to find its own IP) and
+never the dashboard (it listens on every interface).
 """
 
 from __future__ import annotations
@@ -11,32 +14,55 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-_clusters: dict[int, tuple] = {}
+from plansight.datasets import TPCH_QUERIES, tpch_parquet  # noqa: E402
+from tests.distributed.helpers import tpch_sessions  # noqa: E402
+
+_state: dict = {}
 
 
-def cluster_client(workers: int):
-    """A Client of a LocalCluster with ``workers`` single-threaded worker processes."""
-    if workers not in _clusters:
-        cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
+def _cluster():
+    if "client" not in _state:
+        cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1,
                                            processes=True, host="127.0.0.1",
                                            dashboard_address=None, memory_limit="1GiB")
-        _clusters[workers] = (cluster, distributed.Client(cluster))
-    return _clusters[workers][1]
+        _state["cluster"], _state["client"] = cluster, distributed.Client(cluster)
+    return _state["cluster"], _state["client"]
+
+
+def _scale_to(workers: int):
+    cluster, client = _cluster()
+    if len(client.scheduler_info()["workers"]) < workers:
+        cluster.scale(workers)
+        client.wait_for_workers(workers, timeout=120)
+    return client
 
 
 @pytest.fixture(scope="session")
-def client2():
-    return cluster_client(2)
+def tpch_dir(tmp_path_factory):
+    return tpch_parquet(tmp_path_factory.mktemp("tpch"), 0.01)
 
 
 @pytest.fixture(scope="session")
-def clients():
-    """Clients of the 1-, 2- and 3-worker clusters."""
-    return {n: cluster_client(n) for n in (1, 2, 3)}
+def tpch_by_workers(tpch_dir):
+    """{workers: {query number: result}} for 1, 2 and 3 workers (Parquet read by path on
+    the workers), plus the addresses of the workers each size had."""
+    results, addresses = {}, {}
+    for workers in (1, 2, 3):
+        client = _scale_to(workers)
+        addresses[workers] = list(client.scheduler_info()["workers"])
+        session = tpch_sessions(tpch_dir, cluster=client)
+        results[workers] = {n: session.sql(sql).to_arrow() for n, sql in TPCH_QUERIES.items()}
+    return results, addresses
+
+
+@pytest.fixture(scope="session")
+def client(tpch_by_workers):
+    """The cluster's client (3 workers, once the worker-count sweep has run)."""
+    return _scale_to(3)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    for cluster, client in _clusters.values():
-        client.close()
-        cluster.close()
-    _clusters.clear()
+    if "client" in _state:
+        _state["client"].close()
+        _state["cluster"].close()
+    _state.clear()

@@ -1,4 +1,4 @@
-"""On a 2-worker cluster: errors keep their type, cancel leaves nothing behind, the monitor's
+"""On the 3-worker cluster: errors keep their type, cancel leaves nothing behind, the monitor's
 events come from the workers, and the cluster option's ways in."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
 
 
 @pytest.fixture(scope="module")
-def session(client2):
-    session = ps.Session(target_partitions=4, cluster=client2)
+def session(client):
+    session = ps.Session(target_partitions=4, cluster=client)
     session.register("words", pa.table({"s": ["1", "2", "x", "4"] * 50, "k": range(200)}))
     keys = pa.array([i % 4 for i in range(20_000)], pa.int64())
     session.register("wide", pa.table({"k": keys, "v": pa.array(range(20_000), pa.int64())}))
@@ -36,7 +36,7 @@ def clean_everywhere(client, timeout: float = 10.0) -> dict:
         time.sleep(0.05)
 
 
-def test_an_error_keeps_its_type_and_the_cluster_stays_usable(session, client2):
+def test_an_error_keeps_its_type_and_the_cluster_stays_usable(session, client):
     sql = "SELECT CAST(s AS INTEGER) AS n FROM words"
     local = ps.Session(target_partitions=4)
     local.register("words", pa.table({"s": ["1", "2", "x", "4"] * 50, "k": range(200)}))
@@ -47,11 +47,11 @@ def test_an_error_keeps_its_type_and_the_cluster_stays_usable(session, client2):
     assert str(expected.value).split("(in ")[0] in str(got.value)
     assert session.sql("SELECT count(*) AS n FROM words WHERE s <> 'x'").to_arrow() \
         .to_pydict() == {"n": [150]}
-    states = clean_everywhere(client2)
+    states = clean_everywhere(client)
     assert all(s["running"] == 0 and not s["queries"] for s in states.values()), states
 
 
-def test_cancel_stops_every_task_and_leaves_no_piece(session, client2):
+def test_cancel_stops_every_task_and_leaves_no_piece(session, client):
     # 20,000 rows joined on 4 keys: 100M rows to count, far longer than the wait below
     query = session.sql("SELECT count(*) AS n FROM wide a JOIN wide b ON a.k = b.k")
     outcome: list = []
@@ -66,14 +66,14 @@ def test_cancel_stops_every_task_and_leaves_no_piece(session, client2):
     thread.start()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any(
-            s["running"] for s in client2.run(worker_state).values()):
+            s["running"] for s in client.run(worker_state).values()):
         time.sleep(0.02)
-    assert any(s["running"] for s in client2.run(worker_state).values())
+    assert any(s["running"] for s in client.run(worker_state).values())
     query.cancel()
     thread.join(30)
     assert not thread.is_alive()
     assert isinstance(outcome[0], Cancelled), outcome
-    states = clean_everywhere(client2)
+    states = clean_everywhere(client)
     assert all(s["running"] == 0 and not s["queries"] and not s["files"] and
                s["reserved"] == 0 for s in states.values()), states
     assert session.sql("SELECT count(*) AS n FROM wide").to_arrow().to_pydict() == \

@@ -18,7 +18,7 @@ from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.physical.plan import format_physical
 from plansight.errors import Cancelled, ExecutionError
-from tests.distributed.compare import assert_equal_to_local
+from tests.distributed.helpers import assert_equal_to_local
 
 
 @pytest.fixture(scope="module")

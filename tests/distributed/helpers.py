@@ -1,11 +1,15 @@
-"""Cluster results against local ones: the same rows, non-floats exactly and floats within
-a relative 1e-12 (the only freedom a different summation order leaves)."""
+"""Helpers of the distributed tests: TPC-H sessions, and cluster results against local ones
+(the same rows, non-floats exactly and floats within a relative 1e-12: the only freedom a
+different summation order leaves)."""
 
 from __future__ import annotations
 
 import math
+import os
 
 import pyarrow as pa
+
+import plansight as ps
 
 REL = 1e-12
 
@@ -34,3 +38,11 @@ def assert_equal_to_local(got: pa.Table, local: pa.Table, sql: str = "") -> None
     assert got.num_rows == local.num_rows, (got.num_rows, local.num_rows, sql)
     for i, (a, b) in enumerate(zip(_rows(got), _rows(local))):
         assert _close(a, b), f"row {i} differs: cluster {a}, local {b}\n  SQL: {sql}"
+
+
+def tpch_sessions(tpch_dir, **options) -> ps.Session:
+    """A session at 4 partitions reading the TPC-H Parquet files in ``tpch_dir`` by path."""
+    session = ps.Session(target_partitions=4, **options)
+    for name in sorted(os.listdir(tpch_dir)):
+        session.register_parquet(name.split(".")[0], os.path.join(tpch_dir, name))
+    return session
