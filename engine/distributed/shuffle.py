@@ -99,20 +99,36 @@ class ShuffleWriterExec(ExecutionPlan):
                 f"tasks={self.input.output_partitioning().count}")
 
     def _execute(self, partition: int, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
+        # Pieces smaller than a batch are held per target until they add up to one: a hash
+        # split cuts each batch P ways, and after a few shuffles every batch would be a
+        # handful of rows, each paying every operator's per-batch cost
         shuffle = _shuffle(ctx)
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+        pending: dict[int, list[pa.RecordBatch]] = {}
+        pending_rows: dict[int, int] = {}
         written: set[PieceKey] = set()
+
+        def store(target: int, batches: list[pa.RecordBatch]) -> None:
+            batch = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+            key = (shuffle.query_id, self.stage_id, partition, target)
+            shuffle.store.append(key, batch)
+            written.add(key)
+            metrics.add("shuffle_bytes", batch.nbytes)
+            metrics.add("shuffle_rows", batch.num_rows)
+
         stream = self.input.execute(partition, ctx)
         try:
             for i, batch in enumerate(stream):
                 pieces = [(0, batch)] if self._router is None else \
                     self._router.route(batch, partition + i)
                 for target, piece in pieces:
-                    key = (shuffle.query_id, self.stage_id, partition, target)
-                    shuffle.store.append(key, piece)
-                    written.add(key)
-                    metrics.add("shuffle_bytes", piece.nbytes)
-                    metrics.add("shuffle_rows", piece.num_rows)
+                    pending.setdefault(target, []).append(piece)
+                    pending_rows[target] = pending_rows.get(target, 0) + piece.num_rows
+                    if pending_rows[target] >= ctx.batch_size:
+                        store(target, pending.pop(target))
+                        pending_rows[target] = 0
+            for target, batches in pending.items():
+                store(target, batches)
         finally:
             stream.close()
             for key in written:

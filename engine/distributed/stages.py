@@ -66,8 +66,8 @@ def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
         >>> s = ps.Session(target_partitions=2)
         >>> s.register("t", pa.table({"k": [1, 2, 1], "v": [1, 2, 3]}))
         >>> staged = plan_stages(s.sql("SELECT k, sum(v) FROM t GROUP BY k").physical)
-        >>> [op.name for _, op in staged.walk() if op.name.startswith("Shuffle")]
-        ['ShuffleReaderExec', 'ShuffleWriterExec']
+        >>> [op.display()[:36] for _, op in staged.walk() if op.name.startswith("Shuffle")]
+        ['ShuffleReaderExec: stage=2, passthro', 'ShuffleWriterExec: stage=2, partitio', 'ShuffleReaderExec: stage=1, partitio', 'ShuffleWriterExec: stage=1, partitio']
     """
     ids = itertools.count(1)
     plan = _copy(plan)
