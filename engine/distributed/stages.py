@@ -66,8 +66,13 @@ def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
         >>> s = ps.Session(target_partitions=2)
         >>> s.register("t", pa.table({"k": [1, 2, 1], "v": [1, 2, 3]}))
         >>> staged = plan_stages(s.sql("SELECT k, sum(v) FROM t GROUP BY k").physical)
-        >>> [op.display()[:36] for _, op in staged.walk() if op.name.startswith("Shuffle")]
-        ['ShuffleReaderExec: stage=2, passthro', 'ShuffleWriterExec: stage=2, partitio', 'ShuffleReaderExec: stage=1, partitio', 'ShuffleWriterExec: stage=1, partitio']
+        >>> for _, op in staged.walk():
+        ...     if op.name.startswith("Shuffle"):
+        ...         print(op.display().split(", partitioning=Hash")[0])
+        ShuffleReaderExec: stage=2, passthrough, partitions=2
+        ShuffleWriterExec: stage=2, partitioning=passthrough, tasks=2
+        ShuffleReaderExec: stage=1
+        ShuffleWriterExec: stage=1
     """
     ids = itertools.count(1)
     plan = _copy(plan)
