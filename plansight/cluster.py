@@ -24,8 +24,9 @@ from plansight.errors import PlanError
 class ClusterConnection:
     """One cluster a session uses: its client, and what the session scattered to it."""
 
-    def __init__(self, client, cluster=None):
+    def __init__(self, client, cluster=None, owns_client: bool = True):
         self.client, self.cluster = client, cluster  # cluster: a LocalCluster we started
+        self.owns_client = owns_client  # False for a Client the user gave
         self.scattered: dict[int, tuple[Any, str, Any]] = {}  # id -> (source, key, future)
         self._lock = threading.Lock()
 
@@ -45,8 +46,9 @@ class ClusterConnection:
 
     def close(self) -> None:
         self.scattered.clear()
-        if self.cluster is not None:  # only what we started is ours to stop
+        if self.owns_client:  # only what we started is ours to stop
             self.client.close()
+        if self.cluster is not None:
             self.cluster.close()
 
 
@@ -65,7 +67,7 @@ def connect(spec: Any) -> ClusterConnection:
     from plansight.engine.distributed.executor import prepare
 
     if isinstance(spec, distributed.Client):
-        connection = ClusterConnection(spec)
+        connection = ClusterConnection(spec, owns_client=False)
     elif isinstance(spec, str) and spec.startswith("local:"):
         cluster = distributed.LocalCluster(n_workers=int(spec.split(":", 1)[1]),
                                            threads_per_worker=1, processes=True,

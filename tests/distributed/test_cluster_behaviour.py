@@ -140,3 +140,34 @@ def test_local_n_starts_and_stops_a_loopback_cluster():
     finally:
         session.close()
     assert connection.client.status == "closed"
+
+
+def test_the_magic_runs_a_cell_on_the_cluster(client, capsys):
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    from plansight.magic import get_session, set_session
+
+    start_ipython()
+    shell = get_ipython()
+    if "query" not in shell.magics_manager.magics["cell"]:
+        shell.run_line_magic("load_ext", "plansight")
+    session = ps.Session(target_partitions=2)
+    session.register("t", pa.table({"k": [1, 2, 1, 3]}))
+    set_session(session)
+    address = client.scheduler.address  # connected by address: a client of its own
+    sql = "SELECT k, count(*) AS n FROM t GROUP BY k ORDER BY k"
+    try:
+        shell.run_cell_magic("query", f"--no-monitor --explain --cluster {address}", sql)
+        assert "ShuffleReaderExec" in capsys.readouterr().out
+        result = shell.run_cell_magic("query", f"--no-monitor --cluster {address}", sql)
+        assert result.table.to_pydict() == {"k": [1, 2, 3], "n": [2, 1, 1]}
+        assert get_session().get_option("cluster") is None  # for that cell only
+        shell.run_line_magic("config", f"Query.cluster = '{address}'")
+        assert get_session().get_option("cluster") == address
+        assert get_session().sql(sql).distributed
+    finally:
+        shell.run_line_magic("config", "Query.cluster = 'none'")
+        session.close()
+    assert get_session().get_option("cluster") is None
+    assert len(client.scheduler_info()["workers"]) == 3  # the shared cluster still runs
