@@ -152,6 +152,12 @@ def default_memory_limit() -> int:
 class Session:
     """A catalog of tables and the options queries run with.
 
+    ``cluster`` runs queries on Dask (``pip install plansight[distributed]``): ``"local:N"``
+    starts N worker processes on 127.0.0.1, ``"tcp://host:8786"`` connects to a scheduler,
+    or pass a ``distributed.Client``. The plan is cut into stages at its exchanges (EXPLAIN
+    shows them) and each stage runs as one task per partition; ``close()`` stops a cluster
+    the session started.
+
     Example:
         >>> import pyarrow as pa, plansight as ps
         >>> s = ps.Session(target_partitions=1)
