@@ -36,7 +36,7 @@ from plansight.engine.distributed.worker import (
     TopicSink,
     cancel_query,
     drop_forwarder,
-    end_query,
+    end_query_soon,
 )
 from plansight.engine.errors import (
     Cancelled,
@@ -166,11 +166,12 @@ class _Run:
     def finish(self, cancelled: bool) -> None:
         """Drop queued and running tasks (if any are left) and every piece of the query."""
         unfinished = [f for f in self.futures if not f.done()]
-        if unfinished:
+        if unfinished or cancelled:
             _quiet(self.client.run, cancel_query, self.query_id)
             _quiet(self.client.cancel, unfinished)
-        _quiet(self.client.run, cancel_query if cancelled or unfinished else end_query,
-               self.query_id)
+            _quiet(self.client.run, cancel_query, self.query_id)  # what started meanwhile
+        else:  # done: the workers delete the pieces while the result goes to the caller
+            _quiet(lambda: self.client.run(end_query_soon, self.query_id, wait=False))
         self.futures = []
 
 

@@ -80,6 +80,11 @@ def end_query(query_id: str) -> int:
     return environment().end_query(query_id)
 
 
+async def end_query_soon(query_id: str) -> None:
+    """``end_query`` for ``client.run(..., wait=False)`` (which takes coroutines only)."""
+    end_query(query_id)
+
+
 def worker_state() -> dict:
     """Run on a worker: its running plansight tasks, stored queries and piece files."""
     env = environment()
