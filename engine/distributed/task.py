@@ -43,9 +43,10 @@ from plansight.engine.physical.plan import ExecutionPlan, operator_of
 class TaskSpec:
     """What a task needs besides its plan: the query's options and where things go.
 
-    ``memory_share`` is the fraction of the worker's pool a task of this query may plan
-    for (informational for now: the pool itself is shared); ``spill_dir`` overrides the
-    worker's local directory; ``event_sink`` receives the task's engine events in batches.
+    A task's memory budget is the query's ``memory_limit`` (``TaskPool``) within the
+    worker's pool; ``memory_share`` records the task's share of its stage (1 / tasks).
+    ``spill_dir`` overrides the worker's local directory; ``event_sink`` receives the
+    task's engine events in batches.
     """
 
     config: SessionConfig
@@ -123,34 +124,39 @@ class WorkerEnvironment:
             return sum(len(flags) for flags in self._running.values())
 
 
-class TaskPool:
-    """The worker's pool as one task sees it: grants come from the shared pool, and what
-    the task still holds when it ends is freed (``close``).
+class TaskPool(MemoryPool):
+    """The memory one task may use: its own budget (the query's ``memory_limit``, as a
+    local query has), drawn from the worker's shared pool.
 
-    A task runs some partitions of a plan, so state meant to be freed by the last of all
-    partitions (a collect-left join's build, released by every probe partition) would stay
-    reserved in the worker's pool forever.
+        worker pool (one per process) ── "task <query>[<partition>]" reservation ──┐
+        task pool (limit = min(memory_limit, worker pool limit)) ◀── operators ────┘
+
+    Every grant must fit both: the task's budget and what the worker pool has left, so
+    the tasks of a worker together never exceed it and each spills as a local query would.
+    ``close`` frees whatever the task still holds: a task runs some partitions of a plan,
+    so state meant for the last of all partitions (a collect-left join's build, released
+    by every probe partition) would otherwise stay reserved in the worker's pool.
     """
 
-    def __init__(self, pool: MemoryPool):
-        self._pool = pool
-        self._mine: list = []
-        self._lock = threading.Lock()
+    def __init__(self, worker_pool: MemoryPool, limit: int | None, policy: str, name: str):
+        limits = [x for x in (limit, worker_pool.limit) if x is not None]
+        super().__init__(min(limits) if limits else None, policy)
+        self._share = worker_pool.register(name, can_spill=True)
 
-    def register(self, consumer: str, can_spill: bool = False, metrics=None):
-        reservation = self._pool.register(consumer, can_spill, metrics)
-        with self._lock:
-            self._mine.append(reservation)
-        return reservation
+    def _grant(self, reservation, additional: int) -> bool:
+        if additional > 0 and not self._share.try_grow(additional):
+            return False
+        granted = super()._grant(reservation, additional)
+        if additional > 0 and not granted:
+            self._share.shrink(additional)
+        elif additional < 0:
+            self._share.shrink(-additional)
+        return granted
 
     def close(self) -> None:
-        with self._lock:
-            mine, self._mine = self._mine, []
-        for reservation in mine:
+        for reservation in self.consumers():
             reservation.free()
-
-    def __getattr__(self, name: str):
-        return getattr(self._pool, name)
+        self._share.free()
 
 
 _environment: WorkerEnvironment | None = None
@@ -200,7 +206,8 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
     config = spec.config.copy()
     config.spill_dir = spec.spill_dir or env.spill_dir or config.spill_dir
     bus = EventBus([spec.event_sink]) if spec.event_sink is not None else EventBus()
-    pool = TaskPool(env.pool)
+    pool = TaskPool(env.pool, config.memory_limit, config.memory_pool_policy,
+                    f"task {spec.query_id}[{spec.stage_id}.{partition}]")
     ctx = TaskContext(config, pool, events=bus, cancelled=flag)
     # an input stage's locations, or its map tasks' results (small shuffles depend on them)
     where = {stage: [r.address if isinstance(r, TaskResult) else r for r in located]

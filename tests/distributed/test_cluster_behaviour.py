@@ -171,3 +171,17 @@ def test_the_magic_runs_a_cell_on_the_cluster(client, capsys):
         session.close()
     assert get_session().get_option("cluster") is None
     assert len(client.scheduler_info()["workers"]) == 3  # the shared cluster still runs
+
+
+def test_tasks_spill_under_the_query_memory_limit_and_clean_up(session, client):
+    sql = "SELECT v, k FROM wide ORDER BY k DESC, v"
+    local = ps.Session(target_partitions=4, memory_limit="256KB")
+    keys = pa.array([i % 4 for i in range(20_000)], pa.int64())
+    local.register("wide", pa.table({"k": keys, "v": pa.array(range(20_000), pa.int64())}))
+    run = session.sql(sql, options={"memory_limit": "256KB", "batch_size": 512}).execute()
+    spills = sum(run.metrics.total(op.operator_id, "spill_count")
+                 for _, op in run.plan.walk())
+    assert spills > 0  # the sorts on the workers spilled to the workers' directories
+    assert run.result.equals(local.sql(sql, options={"batch_size": 512}).to_arrow())
+    states = clean_everywhere(client)
+    assert all(not s["files"] and s["reserved"] == 0 for s in states.values()), states
