@@ -1139,10 +1139,15 @@ class _Collector:
         bound = self.binder.bind_expr(node, self.scope, None)
         return bound
 
-    def _aggregate(self, node) -> AggregateCall:
+    def _aggregate(self, node, bind_argument=None) -> AggregateCall:
+        """The call of aggregate ``node``. Its arguments bind through ``bind_argument``:
+        ``_inner`` for a plain aggregate (nothing nested), ``_post`` for an aggregate under
+        OVER, which runs after grouping and so may read aggregates (SUM(SUM(x)) OVER ())."""
+        windowed = bind_argument is not None
+        bind_argument = bind_argument or self._inner
         filter_expr = None
         if isinstance(node, exp.Filter):
-            filter_expr = self.binder._boolean(self._inner(node.expression.this), "FILTER")
+            filter_expr = self.binder._boolean(bind_argument(node.expression.this), "FILTER")
             node = node.this
         ignore_nulls = isinstance(node, exp.IgnoreNulls)
         if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):
@@ -1186,8 +1191,8 @@ class _Collector:
         if name == "median":
             name = "quantile_cont"
             options.append(("quantile", 0.5))
-        args = tuple(self._inner(a) for a in arg_nodes)
-        for a in args:
+        args = tuple(bind_argument(a) for a in arg_nodes)
+        for a in args if not windowed else ():
             if any(isinstance(e, Column) and e.id in {c.id for c in self.aggregate_columns}
                    for e in walk(a)):
                 raise PlanError(f"aggregate function calls cannot be nested: {node.sql()}")
@@ -1199,7 +1204,8 @@ class _Collector:
                 pa.string() if name in ("string_agg", "group_concat", "listagg") else pa.int32()
             args = (cast_expr(args[0], fitting),) + args[1:]
         result_type = aggregate_return_type(name, [a.type for a in args])
-        order_keys = self._aggregate_order(name, node, order_nodes, args, distinct)
+        order_keys = self._aggregate_order(name, node, order_nodes, args, distinct,
+                                           bind_argument)
         if name == "string_agg" and args and args[0].type != pa.string():
             args = (cast_expr(args[0], pa.string()),)
         if order_keys:
@@ -1209,7 +1215,7 @@ class _Collector:
             options.append(("order_by", tuple((d, n) for _, d, n in order_keys)))
         return AggregateCall(name, args, result_type, distinct, filter_expr, tuple(options))
 
-    def _aggregate_order(self, name, node, order_nodes, args, distinct):
+    def _aggregate_order(self, name, node, order_nodes, args, distinct, bind_argument):
         """The bound ORDER BY keys of an order-sensitive aggregate; [] when order does not
         matter to ``name`` (sum, count, ...: DuckDB accepts and ignores it)."""
         if not order_nodes or name not in ("string_agg", "list", "first", "any_value"):
@@ -1219,7 +1225,7 @@ class _Collector:
         keys = []
         for ordered in order_nodes:
             descending = bool(ordered.args.get("desc"))
-            keys.append((self._inner(ordered.this), descending,
+            keys.append((bind_argument(ordered.this), descending,
                          self.binder._nulls_first(ordered, descending)))
         if distinct and any(key != args[0] for key, _, _ in keys):
             raise PlanError("in a DISTINCT aggregate, ORDER BY expressions must appear in the "
@@ -1276,7 +1282,7 @@ class _Collector:
         distinct = False
         name = self.binder._aggregate_name(func_node)
         if name is not None:
-            call = self._aggregate(func_node)
+            call = self._aggregate(func_node, self._post)
             name, args, distinct = call.func, call.args, call.distinct
             if name == "string_agg":
                 sep = dict(call.options).get("separator", ",")
