@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plansight.engine.errors import ExecutionError, PlanError, did_you_mean
+from plansight.engine.functions import comoments
 from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.kernels import decimal as D
 
@@ -23,7 +24,12 @@ NUMERIC_RESULT = {"avg", "mean", "stddev", "stddev_samp", "stddev_pop", "varianc
 AGGREGATES = ("count", "count_star", "sum", "avg", "mean", "min", "max", "stddev", "stddev_samp",
               "stddev_pop", "variance", "var_samp", "var_pop", "bool_and", "bool_or", "every",
               "string_agg", "group_concat", "listagg", "median", "quantile_cont", "quantile_disc",
-              "quantile", "first", "any_value", "arbitrary", "product", "list", "array_agg")
+              "quantile", "first", "any_value", "arbitrary", "product", "list", "array_agg",
+              "bit_and", "bit_or", "bit_xor") + comoments.BIVARIATE
+
+BITWISE = ("bit_and", "bit_or", "bit_xor")
+# the co-moment state of the two-variable statistics: from rows (partial), from states (final)
+_COMOMENTS, _COMOMENTS_MERGE = "__comoments", "__comoments_merge"
 
 
 def is_aggregate(name: str) -> bool:
@@ -39,6 +45,18 @@ def aggregate_return_type(func: str, arg_types: list[pa.DataType]) -> pa.DataTyp
     if not arg_types:
         raise PlanError(f"aggregate {func}() needs an argument")
     t = arg_types[0]
+    if func in comoments.BIVARIATE:
+        if len(arg_types) != 2:
+            raise PlanError(f"{func}(y, x) takes two arguments, got {len(arg_types)}")
+        for arg in arg_types:
+            if not (pa.types.is_integer(arg) or pa.types.is_floating(arg) or
+                    pa.types.is_decimal(arg) or pa.types.is_null(arg)):
+                raise PlanError(f"{func}() needs numeric arguments, got {arg}")
+        return comoments.return_type(func)
+    if func in BITWISE:
+        if not (pa.types.is_integer(t) or pa.types.is_null(t)):
+            raise PlanError(f"{func}() needs an integer argument, got {t}")
+        return t
     if func == "sum":
         if pa.types.is_integer(t) or pa.types.is_boolean(t):
             return pa.int64()
@@ -134,8 +152,9 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                                     pa.repeat(pa.scalar(0, pa.int8()), table.num_rows))
         result = aggregate_table(keyed, ["__group"], specs).drop_columns(["__group"])
         if result.num_rows == 0:
-            return pa.table([pa.array([0] if s.func in ("count", "count_star") else [None],
-                                      s.type) for s in specs], names=[s.output for s in specs])
+            return pa.table([pa.array([0] if s.func in ("count", "count_star", "regr_count")
+                                      else [None], s.type) for s in specs],
+                            names=[s.output for s in specs])
         return result
     simple, special = [], []
     # DuckDB groups -0.0 with 0.0 (IEEE equal); Arrow hashes the bits: fold -0.0 first
@@ -151,8 +170,11 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     single_checks: list[tuple[int, int]] = []  # (spec, position) for var_pop / stddev_pop
     first_rows: list[tuple[int, int]] = []  # (spec, position) for first/any_value on decimals
     scaled_sums: list[int] = []  # specs whose DECIMAL SUM runs on scaled int64
+    by_group: list[int] = []  # specs computed in numpy over the rows ordered group by group
     for i, spec in enumerate(specs):
-        if spec.func == "count_star":
+        if spec.func in _BY_GROUP and not spec.distinct:
+            by_group.append(i)
+        elif spec.func == "count_star":
             simple.append((i, ([], "count_all", None)))
         elif spec.distinct and spec.func == "count":
             simple.append((i, (spec.column, "count_distinct", pc.CountOptions(mode="only_valid"))))
@@ -218,6 +240,9 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
         else:
             raise PlanError(f"aggregate {spec.func}() is not supported")
     aggregations = [agg for _, agg in simple]
+    if by_group:  # each group's row numbers: the rows ordered group by group
+        work = work.append_column("__row", pa.array(np.arange(work.num_rows, dtype=np.int64)))
+        aggregations.append(("__row", "list", None))
     if special:
         # a list per group for each special aggregate (and for its ORDER BY columns, whose
         # lists line up element by element); finished below, vectorized
@@ -258,6 +283,13 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
         one = pc.equal(grouped.column(n_keys + position), 1)
         results[i] = pc.if_else(one, pa.scalar(0.0, results[i].type), results[i])
     position = n_keys + len(simple)
+    if by_group:
+        rows = grouped.column(position).combine_chunks()
+        position += 1
+        order = pc.list_flatten(rows).to_numpy()
+        offsets = rows.offsets.to_numpy() - rows.offsets[0].as_py()
+        for i in by_group:
+            results[i] = _by_group(specs[i], table, order, offsets)
     for i, spec in special:
         lists = grouped.column(position).combine_chunks()
         n_order = len(spec.option("order_columns", ()))
@@ -267,6 +299,52 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     columns = key_columns + [_cast_result(results[i], spec.type) for i, spec in enumerate(specs)]
     names = keys + [spec.output for spec in specs]
     return pa.table(columns, names=names)
+
+
+_BY_GROUP = BITWISE + comoments.BIVARIATE + (_COMOMENTS, _COMOMENTS_MERGE)
+
+
+def _by_group(spec: AggregateSpec, table: pa.Table, order: np.ndarray,
+              offsets: np.ndarray) -> pa.Array:
+    """``spec`` per group, the rows taken in ``order`` (group g: ``offsets[g]:offsets[g+1]``).
+    Vectorized with reduceat / bincount: no loop over groups."""
+    values = table[spec.column].combine_chunks().take(pa.array(order))
+    if spec.func == _COMOMENTS_MERGE:
+        return comoments.merge_sorted(comoments.CoMoments.from_arrow(values),
+                                      offsets).to_arrow()
+    if spec.func in BITWISE:
+        return _bitwise(spec.func, values, offsets, spec.type)
+    x = table[spec.option("second_column")].combine_chunks().take(pa.array(order))
+    valid = np.asarray(pc.and_(values.is_valid(), x.is_valid()).to_numpy(
+        zero_copy_only=False), dtype=bool)
+    moments = comoments.from_sorted_rows(_doubles(values), _doubles(x), valid, offsets)
+    if spec.func == _COMOMENTS:
+        return moments.to_arrow()
+    return comoments.finish(spec.func, moments)
+
+
+def _doubles(values: pa.Array) -> np.ndarray:
+    return np.asarray(pc.cast(values, pa.float64(), safe=False).fill_null(0.0).to_numpy(
+        zero_copy_only=False), dtype=np.float64)
+
+
+def _bitwise(func: str, values: pa.Array, offsets: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """bit_and / bit_or / bit_xor of each group's non-NULL values (NULL when none)."""
+    groups = len(offsets) - 1
+    if pa.types.is_null(values.type) or pa.types.is_null(type_):
+        return pa.nulls(groups, type_)
+    valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    numbers = values.fill_null(0).to_numpy(zero_copy_only=False)
+    kept = numbers[valid]
+    group = np.repeat(np.arange(groups), np.diff(offsets))[valid]
+    counts = np.bincount(group, minlength=groups)
+    op = {"bit_and": np.bitwise_and, "bit_or": np.bitwise_or, "bit_xor": np.bitwise_xor}[func]
+    out = np.zeros(groups, dtype=numbers.dtype)
+    has = counts > 0
+    if has.any():
+        starts = (np.cumsum(counts) - counts)[has]
+        out[has] = op.reduceat(kept, starts)
+    return pa.array(out, type_, mask=~has)
 
 
 def _scaled_int64(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
@@ -428,7 +506,10 @@ def _decimal_from_units(units: np.ndarray, type_: pa.DataType, mask: np.ndarray)
 #   sum(x)   -> s = sum(x)                         sum(s)
 #   count(x) -> c = count(x)                       sum(c)
 #   min/max, bool_and/or, any_value -> same        same function over the states
+#   bit_and/or/xor -> same                          same function over the states
 #   avg(x)   -> s = sum(x)::double, c = count(x)   sum(s) / sum(c)
+#   corr, covar_*, regr_* -> co-moments (a struct)  merged with Chan's formula, finished
+#                                                   (functions/comoments.py)
 
 
 
@@ -443,6 +524,9 @@ def partial_specs(spec: AggregateSpec) -> list[AggregateSpec]:
                 AggregateSpec("count", spec.column, f"{spec.output}.count", pa.int64())]
     if spec.func in ("count", "count_star"):
         return [AggregateSpec(spec.func, spec.column, f"{spec.output}.count", pa.int64())]
+    if spec.func in comoments.BIVARIATE:
+        return [AggregateSpec(_COMOMENTS, spec.column, f"{spec.output}.state",
+                              comoments.STATE_TYPE, options=spec.options)]
     return [AggregateSpec(spec.func, spec.column, f"{spec.output}.state", spec.type)]
 
 
@@ -450,6 +534,8 @@ def merge_specs(spec: AggregateSpec) -> list[AggregateSpec]:
     """Aggregates over the state columns that combine partial results."""
     merge = {"count": "sum", "count_star": "sum", "avg": "sum", "mean": "sum"}.get(
         spec.func, spec.func)
+    if spec.func in comoments.BIVARIATE:
+        merge = _COMOMENTS_MERGE
     return [AggregateSpec(merge, state.output, state.output, state.type)
             for state in partial_specs(spec)]
 
@@ -462,4 +548,6 @@ def finish_merged(spec: AggregateSpec, merged: list[pa.ChunkedArray]) -> pa.Arra
         return pc.if_else(pc.equal(count, 0), pa.scalar(None, pa.float64()), value)
     if spec.func in ("count", "count_star"):
         return pc.fill_null(merged[0], 0)
+    if spec.func in comoments.BIVARIATE:
+        return comoments.finish(spec.func, comoments.CoMoments.from_arrow(merged[0]))
     return _cast_result(merged[0], spec.type)

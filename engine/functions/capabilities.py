@@ -64,6 +64,15 @@ FUNCTIONS: dict[str, Capabilities] = _define(
     Capabilities("any_value", decomposable=True),
     Capabilities("first", decomposable=True),
     Capabilities("arbitrary", decomposable=True),
+    # bit_and and bit_or are idempotent (a sparse table answers frames); bit_xor is its own
+    # inverse (prefix xors answer frames)
+    *(Capabilities(name, decomposable=True, order_free=True) for name in (
+        "bit_and", "bit_or", "bit_xor")),
+    # two-variable statistics: a co-moment state, merged with Chan's formula
+    Capabilities("regr_count", decomposable=True, order_free=True, count_like=True),
+    *(Capabilities(name, decomposable=True, order_free=True) for name in (
+        "corr", "covar_pop", "covar_samp", "regr_slope", "regr_intercept", "regr_r2",
+        "regr_avgx", "regr_avgy", "regr_sxx", "regr_syy", "regr_sxy")),
     *(Capabilities(name, **_VARIANCE) for name in (
         "stddev", "stddev_samp", "stddev_pop", "var_samp", "variance", "var_pop")),
     *(Capabilities(name) for name in (

@@ -15,6 +15,7 @@ from plansight.engine.catalog import MemorySource
 from plansight.engine.errors import InternalError
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.functions.aggregate import AggregateSpec, is_decomposable, partial_specs
+from plansight.engine.functions.comoments import BIVARIATE
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.estimate import estimate_rows
 from plansight.engine.logical.expr import (
@@ -169,6 +170,16 @@ class PhysicalPlanner:
                         outputs.append(found)
                     names.append(found.field_name)
                 options = options + (("order_columns", tuple(names)),)
+            if call.func in BIVARIATE:
+                # corr(y, x) and kin: x as a projected column too (y carries the FILTER: a
+                # pair with a NULL is skipped)
+                second = call.args[1]
+                found = next((o for e, o in zip(exprs, outputs) if e == second), None)
+                if found is None:
+                    found = Column(next_id(), "__agg_arg", second.type)
+                    exprs.append(second)
+                    outputs.append(found)
+                options = options + (("second_column", found.field_name),)
             func = call.func
             if func == "count_star" and call.filter is not None:
                 marker = Call("case", (call.filter, Literal(1, pa.int32()),

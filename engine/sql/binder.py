@@ -25,7 +25,8 @@ from sqlglot import exp
 from plansight.engine.catalog import View
 from plansight.engine.errors import NotSupportedError, PlanError, did_you_mean
 from plansight.engine.functions import window as wf
-from plansight.engine.functions.aggregate import aggregate_return_type
+from plansight.engine.functions.aggregate import BITWISE, aggregate_return_type
+from plansight.engine.functions.comoments import BIVARIATE
 from plansight.engine.functions.scalar import (
     cast_expr,
     common_supertype,
@@ -60,6 +61,12 @@ _AGGREGATE_NODES: dict[type, str] = {
     exp.LogicalOr: "bool_or", exp.GroupConcat: "string_agg", exp.Median: "median",
     exp.PercentileCont: "quantile_cont", exp.PercentileDisc: "quantile_disc",
     exp.AnyValue: "any_value", exp.ArrayAgg: "list", exp.First: "first",
+    exp.Corr: "corr", exp.CovarPop: "covar_pop", exp.CovarSamp: "covar_samp",
+    exp.RegrSlope: "regr_slope", exp.RegrIntercept: "regr_intercept",
+    exp.RegrCount: "regr_count", exp.RegrR2: "regr_r2", exp.RegrAvgx: "regr_avgx",
+    exp.RegrAvgy: "regr_avgy", exp.RegrSxx: "regr_sxx", exp.RegrSyy: "regr_syy",
+    exp.RegrSxy: "regr_sxy", exp.BitwiseAndAgg: "bit_and", exp.BitwiseOrAgg: "bit_or",
+    exp.BitwiseXorAgg: "bit_xor",
 }
 _AGGREGATE_NAMES = {"string_agg": "string_agg", "listagg": "string_agg",
                     "group_concat": "string_agg", "bool_and": "bool_and", "bool_or": "bool_or",
@@ -68,7 +75,8 @@ _AGGREGATE_NAMES = {"string_agg": "string_agg", "listagg": "string_agg",
                     "first": "first", "arbitrary": "any_value", "count_star": "count_star",
                     "var_samp": "var_samp", "var_pop": "var_pop", "variance": "var_samp",
                     "stddev_samp": "stddev_samp", "stddev_pop": "stddev_pop", "list": "list",
-                    "mean": "avg"}
+                    "mean": "avg", "any_value": "any_value",
+                    **{name: name for name in BIVARIATE + BITWISE}}
 _WINDOW_NODES: dict[type, str] = {
     exp.RowNumber: "row_number", exp.Lag: "lag", exp.Lead: "lead",
     exp.FirstValue: "first_value", exp.LastValue: "last_value", exp.NthValue: "nth_value",
@@ -1172,6 +1180,9 @@ class _Collector:
                 arg_nodes = list(arg_nodes[0].expressions) + arg_nodes[1:]
         elif this is not None:
             arg_nodes = [this]
+        if name in BIVARIATE and not isinstance(node, exp.Anonymous):
+            arg_nodes = arg_nodes + [node.args["expression"]] \
+                if node.args.get("expression") is not None else arg_nodes
         if isinstance(this, exp.Star) or (name == "count" and not arg_nodes):
             name, arg_nodes = "count_star", []
         if name == "string_agg":
@@ -1204,6 +1215,12 @@ class _Collector:
                 pa.string() if name in ("string_agg", "group_concat", "listagg") else pa.int32()
             args = (cast_expr(args[0], fitting),) + args[1:]
         result_type = aggregate_return_type(name, [a.type for a in args])
+        if name in BIVARIATE:
+            if distinct:
+                raise NotSupportedError(f"{name}(DISTINCT ...) is not supported")
+            # DuckDB computes them in DOUBLE
+            args = tuple(a if a.type == pa.float64() else cast_expr(a, pa.float64())
+                         for a in args)
         order_keys = self._aggregate_order(name, node, order_nodes, args, distinct,
                                            bind_argument)
         if name == "string_agg" and args and args[0].type != pa.string():
