@@ -19,8 +19,8 @@ states still know a constant variable exactly.
 Example:
     >>> m = from_sorted_rows(np.array([2.0, 4.0, 7.0]), np.array([1.0, 2.0, 3.0]),
     ...                      np.ones(3, dtype=bool), np.array([0, 3]))
-    >>> finish("regr_slope", m).to_pylist(), finish("regr_count", m).to_pylist()
-    ([2.5], [3])
+    >>> round(finish("regr_slope", m)[0].as_py(), 12), finish("regr_count", m).to_pylist()
+    (2.5, [3])
 """
 
 from __future__ import annotations

@@ -1274,12 +1274,15 @@ class _Collector:
         func_node = spec_node.this
         ignore_nulls = False
         if isinstance(func_node, exp.IgnoreNulls):
-            ignore_nulls, func_node = True, func_node.this
+            # any_value(x) arrives wrapped so: it skips NULLs whatever is written
+            ignore_nulls = not isinstance(func_node.this, exp.AnyValue)
+            func_node = func_node.this
         elif isinstance(func_node, exp.RespectNulls):
             func_node = func_node.this
         # IGNORE NULLS written inside the call: first_value(x IGNORE NULLS)
-        if isinstance(func_node.args.get("this"), exp.IgnoreNulls):
-            ignore_nulls = True
+        inner = func_node.args.get("this")
+        if isinstance(inner, exp.IgnoreNulls):
+            ignore_nulls = not isinstance(inner.this, exp.AnyValue)  # any_value(x) FILTER (...)
             func_node = func_node.copy()
             func_node.set("this", func_node.this.this)
         partition_by = tuple(self._post(p) for p in partition_nodes)

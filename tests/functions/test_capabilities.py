@@ -7,6 +7,7 @@ import pytest
 
 from plansight.engine.functions.aggregate import AGGREGATES
 from plansight.engine.functions.capabilities import FUNCTIONS, capabilities
+from plansight.engine.functions.comoments import BIVARIATE
 from plansight.engine.functions.window import WINDOW_FUNCTIONS
 from tests.differential.harness import check
 from tests.windows.window_cases import TABLES
@@ -43,7 +44,9 @@ def test_frameless_functions_ignore_the_frame(name, frame, executor):
 @pytest.mark.parametrize("name", sorted(n for n, c in FUNCTIONS.items()
                                         if c.order_free and n in WINDOW_FUNCTIONS))
 def test_order_free_functions_over_whole_partitions_match_duckdb(name):
-    arg = "*" if name == "count_star" else ("v > 0" if name.startswith("bool") else "v")
+    arg = "*" if name == "count_star" else ("v > 0" if name.startswith("bool") else
+                                            "o" if name.startswith("bit_") else
+                                            "v, o" if name in BIVARIATE else "v")
     func = "count" if name == "count_star" else name
     sql = f"SELECT id, {func}({arg}) OVER (PARTITION BY p) AS r FROM t"
     check(sql, {"t": TABLES["mixed"]}, target_partitions=3, batch_size=3)

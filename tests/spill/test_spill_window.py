@@ -312,3 +312,23 @@ def test_folded_aggregates_over_a_giant_partition_match_duckdb(tmp_path):
     run, _ = _run_limited(table, sql, tmp_path, limit=250_000, batch_size=4096)
     assert any(operator == "WindowAggExec" for operator, *_ in run.spills)  # folded
     assert_same(run.result, run_duckdb(sql, {"t": table}), ordered=False, sql=sql)
+
+
+def test_folded_statistics_over_a_giant_partition_match_duckdb(tmp_path):
+    """corr / regr_* fold as co-moment states, bit_* as themselves, batch by batch."""
+    rng = np.random.default_rng(29)
+    n = 30_000
+    x = rng.normal(size=n) * 4 + 100
+    table = pa.table({
+        "o": np.arange(n), "x": pa.array(x, mask=rng.random(n) < 0.1),
+        "y": pa.array(2 * x + rng.normal(size=n), mask=rng.random(n) < 0.1),
+        "b": pa.array(rng.integers(0, 1 << 20, n), mask=rng.random(n) < 0.1),
+        "p": np.where(np.arange(n) < n - 50, 1, 2)})  # one giant partition, then a small one
+    over = "OVER (PARTITION BY p)"
+    sql = (f"SELECT o, corr(y, x) {over} AS r, regr_slope(y, x) {over} AS slope, "
+           f"regr_intercept(y, x) FILTER (WHERE o % 2 = 0) {over} AS icpt, "
+           f"covar_samp(y, x) {over} AS cov, regr_count(y, x) {over} AS n, "
+           f"bit_or(b) {over} AS bo, bit_xor(b) {over} AS bx, bit_and(b) {over} AS ba FROM t")
+    run, _ = _run_limited(table, sql, tmp_path, limit=250_000, batch_size=4096)
+    assert any(operator == "WindowAggExec" for operator, *_ in run.spills)  # folded
+    assert_same(run.result, run_duckdb(sql, {"t": table}), ordered=False, sql=sql)

@@ -30,10 +30,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plansight.engine.errors import NotSupportedError, PlanError
+from plansight.engine.functions.comoments import BIVARIATE
+from plansight.engine.functions.window.bivariate import BITWISE, bitwise, statistic
 from plansight.engine.functions.window.distinct import distinct_elements, distinct_sums, value_codes
 from plansight.engine.functions.window.frame_spec import rows_offset
 from plansight.engine.functions.window.frames import FrameBounds
 from plansight.engine.functions.window.materialize import expand_frames
+from plansight.engine.functions.window.navigation import frame_value
 from plansight.engine.functions.window.peers import as_array, validity
 from plansight.engine.functions.window.prefix_sums import (
     CompensatedPrefix,
@@ -57,9 +60,9 @@ from plansight.engine.functions.window.summation import (
 
 VARIANCE_FUNCTIONS = ("stddev", "stddev_samp", "stddev_pop", "var_samp", "variance", "var_pop")
 AGGREGATE_FUNCTIONS = ("count_star", "count", "sum", "avg", "min", "max", "bool_and", "bool_or",
-                       "string_agg") + VARIANCE_FUNCTIONS
+                       "string_agg", "any_value") + VARIANCE_FUNCTIONS + BITWISE + BIVARIATE
 # DISTINCT changes nothing for these
-_IDEMPOTENT = ("min", "max", "bool_and", "bool_or")
+_IDEMPOTENT = ("min", "max", "bool_and", "bool_or", "bit_and", "bit_or", "any_value")
 
 
 def evaluate_aggregate(func: str, args: list[pa.Array], bounds: FrameBounds, *,
@@ -73,6 +76,11 @@ def evaluate_aggregate(func: str, args: list[pa.Array], bounds: FrameBounds, *,
             return pa.array(bounds.lengths(), type=pa.int64())
         return pa.array(sum_over(prefix(keep), bounds.segments), type=pa.int64())
     values = args[0]
+    if func in BIVARIATE:
+        return statistic(func, values, args[1], keep, bounds.segments,
+                         bounds.layout if bounds.is_whole_partition else None,
+                         _fixed_width(bounds), layout.partition_starts,
+                         _max_length(bounds.segments))
     if pa.types.is_null(values.type) and func != "count":
         return pa.nulls(layout.num_rows, type=result_type)
     contributing = validity(values)
@@ -80,6 +88,10 @@ def evaluate_aggregate(func: str, args: list[pa.Array], bounds: FrameBounds, *,
         contributing &= keep
     whole = bounds.is_whole_partition
     runs = layout.partition_starts
+    if func == "any_value":  # the frame's first contributing value, as in DuckDB
+        masked = values if keep is None else \
+            pc.if_else(pa.array(contributing), values, pa.nulls(len(values), values.type))
+        return frame_value("first_value", [masked], bounds, ignore_nulls=True)
     if distinct and func not in _IDEMPOTENT:
         what = f"{func}(DISTINCT ...) over {bounds.spec.sql()}"
         codes = value_codes(values)
@@ -150,6 +162,9 @@ def _aggregate(func: str, values: pa.Array, extra: list[pa.Array], contributing:
     if func == "string_agg":
         return _string_agg(values, extra, contributing, segments, whole, count, result_type,
                            what)
+    if func in BITWISE:
+        return bitwise(func, values, contributing, count, segments, whole, fixed_width,
+                       _max_length(segments), result_type)
     raise PlanError(f"unknown window aggregate {func!r}")
 
 

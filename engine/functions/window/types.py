@@ -7,6 +7,8 @@
     sum(decimal(p, s))                                          decimal128(38, s)
     min, max, first_value, last_value, nth_value, lag, lead     the argument type
     bool_and, bool_or                                           bool
+    bit_and, bit_or, bit_xor, any_value                         the argument type
+    corr, covar_*, regr_* (regr_count: uint32)                  float64
     string_agg                                                  string (large_string stays)
 """
 
@@ -15,7 +17,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 from plansight.engine.errors import PlanError, did_you_mean
+from plansight.engine.functions import comoments
+from plansight.engine.functions.comoments import BIVARIATE
 from plansight.engine.functions.window.aggregates import AGGREGATE_FUNCTIONS, VARIANCE_FUNCTIONS
+from plansight.engine.functions.window.bivariate import BITWISE
 from plansight.engine.functions.window.navigation import NAVIGATION_FUNCTIONS
 from plansight.engine.functions.window.ranking import RANKING_FUNCTIONS
 
@@ -29,6 +34,8 @@ _ARITY = {
     "count": (1, 1), "sum": (1, 1), "avg": (1, 1), "min": (1, 1), "max": (1, 1),
     "bool_and": (1, 1), "bool_or": (1, 1), "string_agg": (1, 2),
     **{name: (1, 1) for name in VARIANCE_FUNCTIONS},
+    **{name: (1, 1) for name in BITWISE + ("any_value",)},
+    **{name: (2, 2) for name in BIVARIATE},
 }
 
 
@@ -62,9 +69,19 @@ def window_return_type(func: str, arg_types: list[pa.DataType]) -> pa.DataType:
     if name == "nth_value":
         _require_integer(name, types[1], "n")
         return types[0]
-    if name in ("first_value", "last_value"):
+    if name in ("first_value", "last_value", "any_value"):
         return types[0]
+    if name in BIVARIATE:
+        for arg in types:
+            if not (pa.types.is_integer(arg) or pa.types.is_floating(arg)
+                    or pa.types.is_decimal(arg) or pa.types.is_null(arg)):
+                raise PlanError(f"{name}() needs numeric arguments, got {arg}")
+        return comoments.return_type(name)
     arg = types[0]
+    if name in BITWISE:
+        if not (pa.types.is_integer(arg) or pa.types.is_null(arg)):
+            raise PlanError(f"{name}() needs an integer argument, got {arg}")
+        return arg
     if name in ("min", "max"):
         if _is_nested(arg):
             raise PlanError(f"{name}() does not support arguments of type {arg}")

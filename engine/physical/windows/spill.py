@@ -11,8 +11,8 @@ grow that buffer, the partition is processed in bounded memory if every window a
         │
         └─ some whole-partition aggregates ─▶ pass 1: fold each aggregate batch by batch
             (SUM, COUNT, AVG, MIN, MAX,          while writing the rows to a spill file
-             BOOL_AND, BOOL_OR; FILTER ok)     pass 2: read the file back, streamable windows
-                                                 through BoundedWindowAggExec, folded values
+             BOOL_AND, BOOL_OR, BIT_*, CORR,   pass 2: read the file back, streamable windows
+             COVAR_*, REGR_*; FILTER ok)       through BoundedWindowAggExec, folded values
                                                  broadcast ─────────────────────────────▶ out
 
 Anything else needs the whole partition at once and fails with ResourcesExhausted naming the
@@ -45,6 +45,7 @@ from plansight.engine.functions.aggregate import (
     partial_specs,
 )
 from plansight.engine.functions.capabilities import capabilities
+from plansight.engine.functions.comoments import BIVARIATE
 from plansight.engine.logical.expr import WindowCall
 from plansight.engine.physical.expressions import evaluate, evaluate_predicate
 from plansight.engine.physical.plan import ExecutionPlan
@@ -130,7 +131,11 @@ class _Fold:
     def __init__(self, window: WindowCall, output_type: pa.DataType):
         self.window = window
         func = window.func
-        self.spec = AggregateSpec(func, None if func == "count_star" else "a", "a", output_type)
+        # corr(y, x) and kin read a second column
+        self.columns = 2 if func in BIVARIATE else 1
+        options = (("second_column", "b"),) if self.columns == 2 else ()
+        self.spec = AggregateSpec(func, None if func == "count_star" else "a", "a", output_type,
+                                  options=options)
         self.states: list[pa.Table] = []
 
     def update(self, batch: pa.RecordBatch) -> None:
@@ -142,6 +147,8 @@ class _Fold:
             if pa.types.is_dictionary(column.type):
                 column = column.dictionary_decode()
         table = pa.table({"a": column})
+        if self.columns == 2:
+            table = table.append_column("b", evaluate(window.args[1], batch))
         if window.filter is not None:
             table = table.filter(evaluate_predicate(window.filter, batch).fill_null(False))
         self.states.append(aggregate_table(table, [], partial_specs(self.spec)))
@@ -155,7 +162,7 @@ class _Fold:
 
     def result(self) -> pa.Scalar:
         if not self.states:
-            empty = pa.table({"a": pa.nulls(0, pa.int8())})
+            empty = pa.table({"a": pa.nulls(0, pa.int8()), "b": pa.nulls(0, pa.int8())})
             self.states = [aggregate_table(empty, [], partial_specs(self.spec))]
         merged = self._merged()
         value = finish_merged(self.spec, list(merged.columns))
