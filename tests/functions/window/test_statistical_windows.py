@@ -78,3 +78,11 @@ def test_any_value_over_ordered_frames_matches_duckdb(frame, table, partitions, 
 @pytest.mark.parametrize("partitions", [1, 3])
 def test_statistics_with_filter_distinct_and_grouping_match_duckdb(sql, partitions):
     check(sql, {"t": TABLES["mixed"]}, target_partitions=partitions, batch_size=7)
+
+
+@pytest.mark.parametrize("executor", ["sorted", "partition", "hash"])
+@pytest.mark.parametrize("frame", FRAMES[:4])
+def test_statistics_match_duckdb_in_every_window_executor(frame, executor):
+    sql = f"SELECT id, {COLUMNS} FROM t WINDOW w AS (PARTITION BY p {frame})"
+    check(sql, {"t": _with_runs(TABLES["mixed"])}, target_partitions=2, batch_size=7,
+          window_executor=executor)
