@@ -135,8 +135,8 @@ class Query:
         options = {"integer_division": self.config.integer_division,
                    "default_null_order": self.config.default_null_order}
         try:
-            self.logical: LogicalPlan = Binder(self.tables, options, self.params).bind_statement(
-                self.statement)
+            binder = Binder(self.tables, options, self.params, run_plan=self._run_constant)
+            self.logical: LogicalPlan = binder.bind_statement(self.statement)
             self.optimized = optimize(self.logical, self.config.optimizer)
             physical = PhysicalPlanner(self.config).plan(self.optimized)
             self.physical = optimize_physical(physical, self.config)
@@ -157,6 +157,27 @@ class Query:
         if can_distribute(self.physical):
             self.physical = plan_stages(self.physical)
             self.distributed = True
+
+    def _run_constant(self, plan: LogicalPlan) -> pa.Table:
+        """An uncorrelated subquery whose value planning needs (a window frame offset),
+        run now, once, with this query's options and memory limit."""
+        from plansight.engine.exec.scheduler import run_partitions
+        from plansight.engine.optimizer.optimizer import optimize
+        from plansight.engine.physical.planner import PhysicalPlanner
+        from plansight.engine.physical_optimizer import optimize_physical
+
+        physical = optimize_physical(PhysicalPlanner(self.config).plan(
+            optimize(plan, self.config.optimizer)), self.config)
+        pool = MemoryPool(self.config.memory_limit, self.config.memory_pool_policy)
+        ctx = TaskContext(self.config, pool, cancelled=self._cancel)
+        try:
+            batches = list(run_partitions(physical, ctx))
+        except Exception as caught:  # noqa: BLE001 (translated, never swallowed)
+            error = as_plansight_error(ctx.fail(caught))
+            raise error from error.__cause__
+        finally:
+            ctx.cleanup()
+        return pa.Table.from_batches(batches, schema=physical.schema)
 
     @property
     def column_names(self) -> list[str]:

@@ -14,7 +14,7 @@ columns that their Aggregate / Window nodes produce.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
@@ -23,7 +23,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from plansight.engine.catalog import View
-from plansight.engine.errors import NotSupportedError, PlanError, did_you_mean
+from plansight.engine.errors import ExecutionError, NotSupportedError, PlanError, did_you_mean
 from plansight.engine.functions import window as wf
 from plansight.engine.functions.aggregate import BITWISE, aggregate_return_type
 from plansight.engine.functions.comoments import BIVARIATE
@@ -184,10 +184,14 @@ class Binder:
     """Binds one statement against ``catalog`` (name -> TableSource) and session options."""
 
     def __init__(self, catalog: Mapping[str, Any], options: Mapping[str, Any],
-                 params: Mapping[str, Any] | None = None):
+                 params: Mapping[str, Any] | None = None,
+                 run_plan: Callable[[lp.LogicalPlan], pa.Table] | None = None):
         self.catalog = catalog
         self.options = options
         self.params = dict(params or {})
+        # runs an uncorrelated subquery whose value the plan itself needs (a frame offset);
+        # the caller (the Query) owns execution, the binder never runs anything by itself
+        self.run_plan = run_plan
         self.ctes: list[dict[str, exp.Expression]] = []
         # scalar subqueries by (scope, SQL text): one subquery written twice (in SELECT and
         # GROUP BY) binds to one expression, so the two compare equal
@@ -1046,6 +1050,29 @@ class Binder:
             return SubqueryExpr("in", plan, pa.bool_(), needle=needle)
         return SubqueryExpr("exists", plan, pa.bool_())
 
+    def constant_of_subqueries(self, expr: Expr, what: str) -> Expr:
+        """``expr`` folded after its uncorrelated scalar subqueries are run (through
+        ``run_plan``) and replaced by their values; ``expr`` itself when it has none, or
+        when there is nothing to run them with.
+
+        For the places SQL needs a value before the query runs (a frame offset): the
+        subquery runs once, while the query is planned.
+        """
+        subqueries = [e for e in walk(expr) if isinstance(e, SubqueryExpr)]
+        if not subqueries or self.run_plan is None or \
+                any(e.kind != "scalar" for e in subqueries):
+            return expr
+        values: dict[int, Literal] = {}
+        for sub in subqueries:
+            result = self.run_plan(sub.plan)
+            if result.num_rows > 1:
+                raise ExecutionError(f"More than one row returned by a subquery used as "
+                                     f"{what}: a scalar subquery must return at most one row "
+                                     "(add LIMIT 1 or an aggregate)")
+            value = result.column(0)[0].as_py() if result.num_rows else None
+            values[id(sub)] = Literal(value, sub.type)
+        return fold(_transform_top_down(expr, lambda e: values.get(id(e), e)))
+
     def _typed_call(self, func: str, args: list[Expr]) -> Expr:
 
         symbols = {"eq": exp.EQ, "and": exp.And}
@@ -1350,7 +1377,10 @@ class _Collector:
                 if text == "CURRENT ROW":
                     return wf.FrameBound("current_row")
 
+            # an empty scope: a subquery here cannot correlate with the query's rows
             offset = fold(self.binder.bind_expr(value, Scope(), None))
+            if not isinstance(offset, Literal):
+                offset = self.binder.constant_of_subqueries(offset, "frame offset")
             if not isinstance(offset, Literal):
                 raise PlanError(f"frame offset must be a constant: {value.sql()}")
             if offset.value is None:
