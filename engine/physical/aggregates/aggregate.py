@@ -131,10 +131,13 @@ class AggregateExec(ExecutionPlan):
 
     def display(self) -> str:
         keys = ", ".join(k.name for k in self.keys)
-        aggs = ", ".join(
-            f"{s.func}({'DISTINCT ' if s.distinct else ''}"
-            f"{s.column.split('#')[0] if s.column else '*'})"
-            for s in self.specs)
+        def arguments(spec: AggregateSpec) -> str:
+            names = [spec.column or "*"] + ([spec.option("second_column")]
+                                            if spec.option("second_column") else [])
+            return ", ".join(name.split("#")[0] for name in names)
+
+        aggs = ", ".join(f"{s.func}({'DISTINCT ' if s.distinct else ''}{arguments(s)})"
+                         for s in self.specs)
         ordering = ", ordering_mode=Sorted" if self.sorted_prefix else ""
         return f"AggregateExec: mode={self.mode}{ordering}, gby=[{keys}], aggr=[{aggs}]"
 
