@@ -1312,16 +1312,20 @@ class _Collector:
             ignore_nulls = not isinstance(inner.this, exp.AnyValue)  # any_value(x) FILTER (...)
             func_node = func_node.copy()
             func_node.set("this", func_node.this.this)
-        partition_by = tuple(self._post(p) for p in partition_nodes)
+        partition_by = tuple(_interval_key(self._post(p)) for p in partition_nodes)
         order_by = ()
         if order_node is not None:
             keys = []
             for ordered in order_node.expressions:
                 descending = bool(ordered.args.get("desc"))
-                keys.append(SortKey(self._post(ordered.this), descending,
+                keys.append(SortKey(_interval_key(self._post(ordered.this)), descending,
                                     self.binder._nulls_first(ordered, descending)))
             order_by = tuple(keys)
-        frame = self._frame(frame_node, wf) if frame_node is not None else None
+        frame = self._frame(frame_node, wf, order_by) if frame_node is not None else None
+        if frame is not None and frame.unit == "range" and any(
+                isinstance(k.expr, Call) and k.expr.func == "interval_order_key"
+                for k in order_by):
+            frame = _interval_offsets_as_nanos(frame)
         filter_expr = None
         if isinstance(func_node, exp.Filter):
             filter_expr = self._post(func_node.expression.this)
@@ -1365,8 +1369,9 @@ class _Collector:
         """Bind an expression evaluated after aggregation (aggregates become placeholders)."""
         return self.binder.bind_expr(node, self.scope, _NoWindowCollector(self))
 
-    def _frame(self, spec: exp.WindowSpec, wf):
+    def _frame(self, spec: exp.WindowSpec, wf, order_by: tuple[SortKey, ...] = ()):
         unit = (spec.args.get("kind") or "rows").lower()
+        key_type = order_by[0].expr.type if len(order_by) == 1 else None
 
         def bound(value, side):
             side = (side or "").lower()
@@ -1383,6 +1388,11 @@ class _Collector:
                 offset = self.binder.constant_of_subqueries(offset, "frame offset")
             if not isinstance(offset, Literal):
                 raise PlanError(f"frame offset must be a constant: {value.sql()}")
+            if unit == "range" and isinstance(offset.value, str) and key_type is not None \
+                    and (pa.types.is_floating(key_type) or pa.types.is_integer(key_type)
+                         or pa.types.is_decimal(key_type)):
+                # a string offset ('inf') takes the numeric ORDER BY key's type, as in DuckDB
+                offset = fold(cast_expr(offset, key_type))
             if offset.value is None:
                 raise PlanError("frame offset must not be NULL")
             return wf.FrameBound(side or "preceding", offset.value)
@@ -1417,6 +1427,26 @@ class _NoWindowCollector(_Collector):
 
     def grouping(self, node):
         return self.outer.grouping(node)
+
+
+def _interval_key(key: Expr) -> Expr:
+    """An INTERVAL window key as its normalized value (a month = 30 days, DuckDB's order):
+    1 month, 30 days and 720 hours are one partition, and peers in ORDER BY."""
+    if pa.types.is_interval(key.type):
+        return Call("interval_order_key", (key,), pa.int64())
+    return key
+
+
+def _interval_offsets_as_nanos(frame):
+    """RANGE offsets over an INTERVAL key (ordered as ``interval_order_key``'s nanoseconds,
+    a month = 30 days) in the same nanoseconds."""
+    def convert(bound):
+        offset = bound.offset
+        if not isinstance(offset, pa.MonthDayNano):
+            return bound
+        nanos = (offset.months * 30 + offset.days) * 86_400_000_000_000 + offset.nanoseconds
+        return replace(bound, offset=nanos)
+    return replace(frame, start=convert(frame.start), end=convert(frame.end))
 
 
 def _rewrite_window(window: WindowCall, rewrite) -> WindowCall:

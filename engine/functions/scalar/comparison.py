@@ -80,6 +80,13 @@ def _comparable(value: Value) -> Value:
     return value
 
 
+@kernel("interval_order_key")
+def interval_order_key_kernel(args: list[Value], call_: Call) -> Value:
+    """An INTERVAL as the int64 that orders it as comparisons do (a month = 30 days): the
+    sort and peer key of a window ``ORDER BY interval``, so 1 month and 30 days are peers."""
+    return _comparable(args[0])
+
+
 @kernel("eq", "neq", "lt", "lte", "gt", "gte")
 def comparison_kernel(args: list[Value], call_: Call) -> Value:
     a, b = (_comparable(x) for x in args)

@@ -165,8 +165,8 @@ def _validate_offset(unit: str, bound: FrameBound) -> None:
     if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (numbers.Real,
                                                                        decimal.Decimal)):
         raise PlanError(f"{where} must be a number or an interval, got {offset!r}")
-    if isinstance(offset, (float, np.floating, decimal.Decimal)) and not math.isfinite(offset):
-        raise PlanError(f"{where} must be finite, got {offset!r}")
+    if isinstance(offset, (float, np.floating, decimal.Decimal)) and math.isnan(offset):
+        raise PlanError(f"{where} cannot be NaN")
     if offset < 0:
         raise PlanError(f"{where} cannot be negative, got {offset!r}")
 

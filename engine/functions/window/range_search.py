@@ -17,7 +17,8 @@ One vectorized search serves every partition::
                  so a single np.searchsorted answers every row's search in its own partition.
 
 Overflowing targets (k - offset below the type's minimum) saturate to the partition's
-non-NULL region end instead of raising as DuckDB does.
+non-NULL region end instead of raising as DuckDB does. Float keys take 'inf' offsets (every
+key is within reach) in IEEE arithmetic, NaN sorting above every number.
 """
 
 from __future__ import annotations
@@ -161,7 +162,15 @@ class _KeyDomain:
         dtype = self.values.dtype.type
         step = dtype(float(offset))
         with np.errstate(over="ignore", invalid="ignore"):
-            result = self.values + step if sign > 0 else self.values - step
+            if sign > 0:
+                result = self.values + step
+            else:
+                result = self.values - step
+                # inf - inf: +inf lies infinitely far after +inf too (PostgreSQL's rule; DuckDB
+                # raises): the bound reaches -inf. -inf + inf stays NaN, which sorts above
+                # every key (DuckDB's answer)
+                result = np.where(np.isnan(result) & ~np.isnan(self.values), -np.inf,
+                                  result).astype(self.values.dtype)
         none = np.zeros(len(result), dtype=bool)
         return result, none, none
 
