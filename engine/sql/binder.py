@@ -192,6 +192,7 @@ class Binder:
         # runs an uncorrelated subquery whose value the plan itself needs (a frame offset);
         # the caller (the Query) owns execution, the binder never runs anything by itself
         self.run_plan = run_plan
+        self.offset_values: dict[str, Expr] = {}  # frame offsets computed by subqueries
         self.ctes: list[dict[str, exp.Expression]] = []
         # scalar subqueries by (scope, SQL text): one subquery written twice (in SELECT and
         # GROUP BY) binds to one expression, so the two compare equal
@@ -1385,7 +1386,12 @@ class _Collector:
             # an empty scope: a subquery here cannot correlate with the query's rows
             offset = fold(self.binder.bind_expr(value, Scope(), None))
             if not isinstance(offset, Literal):
-                offset = self.binder.constant_of_subqueries(offset, "frame offset")
+                # one run per offset text, however many windows share it (a named window)
+                known = self.binder.offset_values
+                if value.sql() not in known:
+                    known[value.sql()] = self.binder.constant_of_subqueries(offset,
+                                                                            "frame offset")
+                offset = known[value.sql()]
             if not isinstance(offset, Literal):
                 raise PlanError(f"frame offset must be a constant: {value.sql()}")
             if unit == "range" and isinstance(offset.value, str) and key_type is not None \
