@@ -14,6 +14,10 @@ DISTINCT), so a moving frame is never quadratic:
                              otherwise a blocked sparse table (``sparse_table``)
     string_agg               whole partitions: one list per partition; otherwise the frames
                              are materialized (``materialize``)
+    corr, covar_*, regr_*    centered compensated prefix sums and a sparse table of min/max
+                             (``bivariate``)
+    bit_and, bit_or, bit_xor sparse table / van Herk (idempotent); prefix xors (``bivariate``)
+    any_value                the frame's first contributing value (``navigation``)
     count/sum/avg DISTINCT   first-occurrence prefix sums or a merge-sort tree (``distinct``)
     other DISTINCT / EXCLUDE GROUP|TIES with DISTINCT: materialized, deduplicated frames
 
