@@ -189,7 +189,8 @@ def test_scalar_arguments_are_broadcast() -> None:
     lambda: FrameSpec("rows", P(-1), CR),
     lambda: FrameSpec("groups", CR, F(-2)),
     lambda: FrameSpec("range", P(-0.5), CR),
-    lambda: FrameSpec("range", P(float("inf")), CR),
+    lambda: FrameSpec("rows", P(float("inf")), CR),  # 'inf' is a RANGE offset only
+    lambda: FrameSpec("range", P(float("-inf")), CR),
     lambda: FrameSpec("range", P(float("nan")), CR),
     lambda: FrameSpec("range", P(datetime.timedelta(days=-1)), CR),
     lambda: FrameSpec("range", P(pa.MonthDayNano([1, -40, 0])), CR),
