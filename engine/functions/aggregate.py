@@ -288,8 +288,9 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
         position += 1
         order = pc.list_flatten(rows).to_numpy()
         offsets = rows.offsets.to_numpy() - rows.offsets[0].as_py()
+        shared: dict = {}  # co-moments of one (y, x) pair serve corr, regr_slope, ...
         for i in by_group:
-            results[i] = _by_group(specs[i], table, order, offsets)
+            results[i] = _by_group(specs[i], table, order, offsets, shared)
     for i, spec in special:
         lists = grouped.column(position).combine_chunks()
         n_order = len(spec.option("order_columns", ()))
@@ -305,9 +306,15 @@ _BY_GROUP = BITWISE + comoments.BIVARIATE + (_COMOMENTS, _COMOMENTS_MERGE)
 
 
 def _by_group(spec: AggregateSpec, table: pa.Table, order: np.ndarray,
-              offsets: np.ndarray) -> pa.Array:
+              offsets: np.ndarray, shared: dict) -> pa.Array:
     """``spec`` per group, the rows taken in ``order`` (group g: ``offsets[g]:offsets[g+1]``).
-    Vectorized with reduceat / bincount: no loop over groups."""
+    Vectorized with reduceat: no loop over groups. ``shared`` keeps the co-moments of each
+    (y, x) pair for the other statistics of the same pair."""
+    pair = (spec.column, spec.option("second_column"))
+    if spec.func in comoments.BIVARIATE + (_COMOMENTS,) and pair in shared:
+        moments = shared[pair]
+        return moments.to_arrow() if spec.func == _COMOMENTS else \
+            comoments.finish(spec.func, moments)
     values = table[spec.column].combine_chunks().take(pa.array(order))
     if spec.func == _COMOMENTS_MERGE:
         return comoments.merge_sorted(comoments.CoMoments.from_arrow(values),
@@ -315,9 +322,9 @@ def _by_group(spec: AggregateSpec, table: pa.Table, order: np.ndarray,
     if spec.func in BITWISE:
         return _bitwise(spec.func, values, offsets, spec.type)
     x = table[spec.option("second_column")].combine_chunks().take(pa.array(order))
-    valid = np.asarray(pc.and_(values.is_valid(), x.is_valid()).to_numpy(
-        zero_copy_only=False), dtype=bool)
+    valid = _validity(values) & _validity(x)
     moments = comoments.from_sorted_rows(_doubles(values), _doubles(x), valid, offsets)
+    shared[pair] = moments
     if spec.func == _COMOMENTS:
         return moments.to_arrow()
     return comoments.finish(spec.func, moments)
@@ -328,12 +335,18 @@ def _doubles(values: pa.Array) -> np.ndarray:
         zero_copy_only=False), dtype=np.float64)
 
 
+def _validity(values: pa.Array) -> np.ndarray:
+    if values.null_count == 0:
+        return np.ones(len(values), dtype=bool)
+    return np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
 def _bitwise(func: str, values: pa.Array, offsets: np.ndarray, type_: pa.DataType) -> pa.Array:
     """bit_and / bit_or / bit_xor of each group's non-NULL values (NULL when none)."""
     groups = len(offsets) - 1
     if pa.types.is_null(values.type) or pa.types.is_null(type_):
         return pa.nulls(groups, type_)
-    valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    valid = _validity(values)
     numbers = values.fill_null(0).to_numpy(zero_copy_only=False)
     kept = numbers[valid]
     group = np.repeat(np.arange(groups), np.diff(offsets))[valid]

@@ -96,27 +96,27 @@ def _grouped(op: np.ufunc, values: np.ndarray, offsets: np.ndarray, identity: fl
     return out
 
 
+def _sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each group's sum: contiguous slices, so one sequential reduceat (no scatter)."""
+    return _grouped(np.add, values, offsets, 0.0)
+
+
 def from_sorted_rows(y: np.ndarray, x: np.ndarray, valid: np.ndarray, offsets: np.ndarray
                      ) -> CoMoments:
     """The co-moments of each group of rows, the rows ordered group by group
     (group g is rows ``offsets[g]:offsets[g + 1]``); ``valid``: neither value is NULL."""
-    groups = len(offsets) - 1
     sizes = np.diff(offsets)
-    group = np.repeat(np.arange(groups), sizes)
-    weight = valid.astype(np.float64)
     x = np.where(valid, x, 0.0)
     y = np.where(valid, y, 0.0)
-    count = np.bincount(group, weights=weight, minlength=groups).astype(np.int64)
-    sum_x = np.bincount(group, weights=x, minlength=groups)
-    sum_y = np.bincount(group, weights=y, minlength=groups)
+    count = _sums(valid.astype(np.float64), offsets).astype(np.int64)
+    sum_x, sum_y = _sums(x, offsets), _sums(y, offsets)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean_x = np.where(count > 0, sum_x / np.maximum(count, 1), 0.0)
-        mean_y = np.where(count > 0, sum_y / np.maximum(count, 1), 0.0)
-        dx = np.where(valid, x - mean_x[group], 0.0)
-        dy = np.where(valid, y - mean_y[group], 0.0)
-        cxy = np.bincount(group, weights=dx * dy, minlength=groups)
-        m2x = np.bincount(group, weights=dx * dx, minlength=groups)
-        m2y = np.bincount(group, weights=dy * dy, minlength=groups)
+        mean_x = np.repeat(np.where(count > 0, sum_x / np.maximum(count, 1), 0.0), sizes)
+        mean_y = np.repeat(np.where(count > 0, sum_y / np.maximum(count, 1), 0.0), sizes)
+        dx = np.where(valid, x - mean_x, 0.0)
+        dy = np.where(valid, y - mean_y, 0.0)
+        cxy, m2x, m2y = _sums(dx * dy, offsets), _sums(dx * dx, offsets), \
+            _sums(dy * dy, offsets)
     return CoMoments(
         count, sum_x, sum_y, cxy, m2x, m2y,
         _grouped(np.minimum, np.where(valid, x, np.inf), offsets, np.inf),
@@ -127,23 +127,21 @@ def from_sorted_rows(y: np.ndarray, x: np.ndarray, valid: np.ndarray, offsets: n
 
 def merge_sorted(states: CoMoments, offsets: np.ndarray) -> CoMoments:
     """Partial states merged per group (Chan et al.), the states ordered group by group."""
-    groups = len(offsets) - 1
-    group = np.repeat(np.arange(groups), np.diff(offsets))
-    count = np.bincount(group, weights=states.count, minlength=groups).astype(np.int64)
-    sum_x = np.bincount(group, weights=states.sum_x, minlength=groups)
-    sum_y = np.bincount(group, weights=states.sum_y, minlength=groups)
+    sizes = np.diff(offsets)
+    count = _sums(states.count.astype(np.float64), offsets).astype(np.int64)
+    sum_x, sum_y = _sums(states.sum_x, offsets), _sums(states.sum_y, offsets)
     with np.errstate(invalid="ignore", divide="ignore"):
         has = states.count > 0
         part_x = np.where(has, states.sum_x / np.maximum(states.count, 1), 0.0)
         part_y = np.where(has, states.sum_y / np.maximum(states.count, 1), 0.0)
-        mean_x = (sum_x / np.maximum(count, 1))[group]
-        mean_y = (sum_y / np.maximum(count, 1))[group]
+        mean_x = np.repeat(sum_x / np.maximum(count, 1), sizes)
+        mean_y = np.repeat(sum_y / np.maximum(count, 1), sizes)
         n = states.count.astype(np.float64)
         shift_x = np.where(has, part_x - mean_x, 0.0)
         shift_y = np.where(has, part_y - mean_y, 0.0)
-        cxy = np.bincount(group, weights=states.cxy + n * shift_x * shift_y, minlength=groups)
-        m2x = np.bincount(group, weights=states.m2x + n * shift_x * shift_x, minlength=groups)
-        m2y = np.bincount(group, weights=states.m2y + n * shift_y * shift_y, minlength=groups)
+        cxy = _sums(states.cxy + n * shift_x * shift_y, offsets)
+        m2x = _sums(states.m2x + n * shift_x * shift_x, offsets)
+        m2y = _sums(states.m2y + n * shift_y * shift_y, offsets)
     return CoMoments(count, sum_x, sum_y, cxy, m2x, m2y,
                      _grouped(np.minimum, states.min_x, offsets, np.inf),
                      _grouped(np.maximum, states.max_x, offsets, -np.inf),
