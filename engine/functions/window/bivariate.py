@@ -6,7 +6,8 @@ O(1) structures, then the shared finish::
     count                  prefix sums of "both values present" (and the FILTER)
     sums, cross, squares   compensated prefix sums of dx = x - c, dy = y - c' (c, c' the
                            partition means; retractable: a frame is P[hi] - P[lo])
-    min, max of x and y    a sparse table (exact zero spread for a constant frame)
+    one value in a frame   prefix counts of value changes (a sparse table of min/max for
+                           frames cut by EXCLUDE): exact zero spread for a constant frame
     NaN / inf in a frame   counted apart: the frame's statistics become NaN, as in DuckDB
 
 bit_and, bit_or: idempotent, so any frame is two overlapping lookups of a sparse table (or
@@ -85,14 +86,15 @@ def statistic(func: str, y: pa.Array, x: pa.Array, keep: np.ndarray | None,
                        dtype=bool)
     if keep is not None:
         valid &= keep
-    ys, xs = _doubles(y), _doubles(x)
     count = sum_over(prefix(valid), segments)
-    sum_x, m2x, min_x, max_x = _moments(xs, valid, segments, whole, fixed_width, runs,
-                                        max_length, count)
-    sum_y, m2y, min_y, max_y = _moments(ys, valid, segments, whole, fixed_width, runs,
-                                        max_length, count)
-    cxy = _cross(xs, ys, valid, segments, runs, count)
-    state = comoments.CoMoments(count, sum_x, sum_y, cxy, m2x, m2y, min_x, max_x, min_y, max_y)
+    xs = _Variable(_doubles(x), valid, segments, runs, count)
+    ys = _Variable(_doubles(y), valid, segments, runs, count)
+    min_x, max_x = _one_value_bounds(xs.values, valid, segments, whole, fixed_width,
+                                     max_length)
+    min_y, max_y = _one_value_bounds(ys.values, valid, segments, whole, fixed_width,
+                                     max_length)
+    state = comoments.CoMoments(count, xs.total, ys.total, _cross(xs, ys, segments, count),
+                                xs.m2, ys.m2, min_x, max_x, min_y, max_y)
     return comoments.finish(func, state)
 
 
@@ -101,66 +103,88 @@ def _doubles(values: pa.Array) -> np.ndarray:
         zero_copy_only=False), dtype=np.float64)
 
 
-def _centered(values: np.ndarray, valid: np.ndarray, runs: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(values - their partition's mean of the finite contributing values, 0 elsewhere;
-    the mean per row; which rows hold a non-finite contributing value)."""
-    finite = np.isfinite(values)
-    use = valid & finite
-    sizes = np.diff(runs)
-    starts = runs[:-1][sizes > 0]
-    center = np.zeros(len(values))
-    if len(starts):
-        counts = np.add.reduceat(use.astype(np.float64), starts)
-        sums = np.add.reduceat(np.where(use, values, 0.0), starts)
-        means = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
-        center = np.repeat(means, sizes[sizes > 0])
-    return np.where(use, values - center, 0.0), center, valid & ~finite
+class _Variable:
+    """One variable's frame sums: ``shifted`` = value - its partition's mean over the finite
+    contributing values (0 elsewhere), its compensated frame sum, the frame's sum of the
+    values and centered sum of squares; a NaN or an infinity in a frame makes its sum follow
+    IEEE and its spread NaN (``odd`` marks those rows)."""
+
+    def __init__(self, values: np.ndarray, valid: np.ndarray, segments: Segments,
+                 runs: np.ndarray, count: np.ndarray):
+        self.values = values
+        finite = np.isfinite(values)
+        use = valid & finite
+        sizes = np.diff(runs)
+        starts = runs[:-1][sizes > 0]
+        center = np.zeros(len(values))
+        if len(starts):
+            counts = np.add.reduceat(use.astype(np.float64), starts)
+            sums = np.add.reduceat(np.where(use, values, 0.0), starts)
+            means = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+            center = np.repeat(means, sizes[sizes > 0])
+        self.shifted = np.where(use, values - center, 0.0)
+        self.odd = valid & ~finite
+        self.sum_hi, self.sum_lo = CompensatedPrefix(self.shifted).range_sum(segments)
+        squares, squares_err = two_prod(self.shifted, self.shifted)
+        square_hi, square_lo = CompensatedPrefix(squares, squares_err).range_sum(segments)
+        self.m2 = centered_sum_of_squares(self.sum_hi, self.sum_lo, square_hi, square_lo,
+                                          count)
+        self.odd_count = sum_over(prefix(self.odd), segments) if self.odd.any() else None
+        finite_count = count if self.odd_count is None else count - self.odd_count
+        self.total = finite_count * center + (self.sum_hi + self.sum_lo)
+        if self.odd_count is not None:
+            nans = sum_over(prefix(self.odd & np.isnan(values)), segments)
+            up = sum_over(prefix(self.odd & (values == np.inf)), segments)
+            down = sum_over(prefix(self.odd & (values == -np.inf)), segments)
+            total = np.where(up > 0, np.inf, self.total)
+            total = np.where(down > 0, -np.inf, total)
+            self.total = np.where((nans > 0) | ((up > 0) & (down > 0)), np.nan, total)
+            self.m2 = np.where(self.odd_count > 0, np.nan, self.m2)
 
 
-def _moments(values: np.ndarray, valid: np.ndarray, segments: Segments, whole, fixed_width,
-             runs: np.ndarray, max_length: int, count: np.ndarray):
-    """(sum, centered sum of squares, min, max) of every frame's contributing values."""
-    shifted, center, odd = _centered(values, valid, runs)
-    total_hi, total_lo = CompensatedPrefix(shifted).range_sum(segments)
-    squares, squares_err = two_prod(shifted, shifted)
-    square_hi, square_lo = CompensatedPrefix(squares, squares_err).range_sum(segments)
-    m2 = centered_sum_of_squares(total_hi, total_lo, square_hi, square_lo, count)
-    finite_count = count - sum_over(prefix(odd), segments)
-    total = finite_count * center + (total_hi + total_lo)
-    minimum = frame_reduce(np.where(valid, values, np.inf), np.fmin, np.inf, segments, whole,
-                           fixed_width, max_length)
-    maximum = frame_reduce(np.where(valid, values, -np.inf), np.fmax, -np.inf, segments,
-                           whole, fixed_width, max_length)
-    if odd.any():  # a NaN or an infinity in the frame: the sum follows IEEE, the spread is NaN
-        nans = sum_over(prefix(odd & np.isnan(values)), segments)
-        up = sum_over(prefix(odd & (values == np.inf)), segments)
-        down = sum_over(prefix(odd & (values == -np.inf)), segments)
-        total = np.where(up > 0, np.inf, total)
-        total = np.where(down > 0, -np.inf, total)
-        total = np.where((nans > 0) | ((up > 0) & (down > 0)), np.nan, total)
-        poisoned = (nans + up + down) > 0
-        m2 = np.where(poisoned, np.nan, m2)
-        minimum = np.where(nans > 0, np.nan, minimum)
-    return total, m2, minimum, maximum
-
-
-def _cross(xs: np.ndarray, ys: np.ndarray, valid: np.ndarray, segments: Segments,
-           runs: np.ndarray, count: np.ndarray) -> np.ndarray:
+def _cross(xs: _Variable, ys: _Variable, segments: Segments, count: np.ndarray) -> np.ndarray:
     """sum((x - mean_x) * (y - mean_y)) over every frame's pairs."""
-    dx, _, odd_x = _centered(xs, valid, runs)
-    dy, _, odd_y = _centered(ys, valid, runs)
-    product, product_err = two_prod(dx, dy)
+    product, product_err = two_prod(xs.shifted, ys.shifted)
     cross_hi, cross_lo = CompensatedPrefix(product, product_err).range_sum(segments)
-    sx_hi, sx_lo = CompensatedPrefix(dx).range_sum(segments)
-    sy_hi, sy_lo = CompensatedPrefix(dy).range_sum(segments)
     with np.errstate(invalid="ignore", divide="ignore"):
-        correction = (sx_hi + sx_lo) * (sy_hi + sy_lo) / np.maximum(count, 1)
+        correction = (xs.sum_hi + xs.sum_lo) * (ys.sum_hi + ys.sum_lo) / np.maximum(count, 1)
         cross = (cross_hi - correction) + cross_lo
-    odd = odd_x | odd_y
-    if odd.any():
-        cross = np.where(sum_over(prefix(odd), segments) > 0, np.nan, cross)
+    if xs.odd_count is not None or ys.odd_count is not None:
+        odd = sum(c for c in (xs.odd_count, ys.odd_count) if c is not None)
+        cross = np.where(odd > 0, np.nan, cross)
     return cross
+
+
+def _one_value_bounds(values: np.ndarray, valid: np.ndarray, segments: Segments, whole,
+                      fixed_width, max_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """(min, max) of each frame's contributing values, or stand-ins that are equal exactly
+    when the frame holds one value (all finish needs: a constant variable has no spread).
+
+    A one-segment frame is constant when no contributing row after its first one differs
+    from the contributing row before it: prefix counts of such changes, O(1) per frame.
+    Frames cut by EXCLUDE take the real min and max (sparse table)."""
+    if len(segments) > 1:
+        return (frame_reduce(np.where(valid, values, np.inf), np.fmin, np.inf, segments,
+                             whole, fixed_width, max_length),
+                frame_reduce(np.where(valid, values, -np.inf), np.fmax, -np.inf, segments,
+                             whole, fixed_width, max_length))
+    lo, hi = segments[0]
+    n = len(values)
+    rows = np.flatnonzero(valid)
+    following = np.full(n + 1, n, dtype=np.int64)  # first contributing row at or after i
+    following[rows] = rows
+    following = np.minimum.accumulate(following[::-1])[::-1]
+    kept = values[rows]
+    change = np.zeros(n, dtype=np.int64)
+    if len(rows) > 1:
+        change[rows[1:]] = kept[1:] != kept[:-1]  # NaN differs from everything
+    changes = prefix(change)
+    first = following[lo]
+    has = first < hi
+    after_first = np.minimum(first + 1, n)
+    one_value = has & (changes[hi] - changes[after_first] == 0)
+    value = values[np.minimum(first, max(n - 1, 0))] if n else np.zeros(0)
+    return np.where(one_value, value, -np.inf), np.where(one_value, value, np.inf)
 
 
 __all__ = ["BITWISE", "bitwise", "frame_reduce", "statistic"]
