@@ -27,6 +27,7 @@ from plansight.engine.source_ordering import (
     stats_disprove_order,
     stats_prove_order,
 )
+from plansight.engine.statistics import ColumnStatistics, from_arrow, from_row_groups
 
 
 @dataclass(frozen=True)
@@ -63,29 +64,27 @@ class TableSource:
         """Drop units whose statistics prove no row passes; returns (kept, pruned count)."""
         return units, 0
 
-    def column_stats(self, column: str) -> tuple[Any, Any, int | None] | None:
-        """(min, max, null count) of ``column`` over the whole source, or None when unknown;
-        computed once per source (the planner asks for every join key of every query)."""
-        cache = self.__dict__.setdefault("_column_stats", {})
+    def column_statistics(self, column: str) -> ColumnStatistics | None:
+        """What the source knows of ``column`` (statistics.py), or None; computed once per
+        source and column (the planner asks for every key and filter column of every
+        query)."""
+        cache = self.__dict__.setdefault("_column_statistics", {})
         if column not in cache:
-            cache[column] = self._compute_column_stats(column)
+            cache[column] = self._compute_column_statistics(column)
         return cache[column]
 
-    def _compute_column_stats(self, column: str) -> tuple[Any, Any, int | None] | None:
-        """From the units' statistics (Parquet metadata): no data is read."""
-        low = high = None
-        nulls: int | None = 0
+    def _compute_column_statistics(self, column: str) -> ColumnStatistics | None:
+        """From the units' statistics (file metadata): no data is read."""
         try:
+            groups = []
             for unit in self.units():
                 stats = self.unit_stats(unit, column)
                 if stats is None:
                     return None
-                low = stats[0] if low is None or stats[0] < low else low
-                high = stats[1] if high is None or stats[1] > high else high
-                nulls = None if nulls is None or stats[2] is None else nulls + stats[2]
-        except (NotImplementedError, TypeError):
+                groups.append((*stats, None))
+        except NotImplementedError:
             return None
-        return (low, high, nulls) if low is not None else None
+        return from_row_groups(groups, self.num_rows() or 0)
 
     def fully_matches(self, unit: ScanUnit, predicates: list[Any]) -> bool:
         """True only when statistics prove that every row of ``unit`` passes ``predicates``."""
@@ -129,14 +128,9 @@ class MemorySource(TableSource):
     def num_rows(self) -> int:
         return self.table.num_rows
 
-    def _compute_column_stats(self, column):
-        """One min_max pass over the column, once per registration."""
-        values = self.table.column(column)
-        if not (pa.types.is_integer(values.type) or pa.types.is_date(values.type)):
-            return None  # only integer-like ranges bound a distinct count
-        bounds = pc.min_max(values)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        return (low, high, values.null_count) if low is not None else None
+    def _compute_column_statistics(self, column):
+        """min/max in one pass and a distinct count, once per registration and column."""
+        return from_arrow(self.table.column(column))
 
     def units(self, partitions: int = 1) -> list[ScanUnit]:
         """Contiguous row ranges: one per ~1M rows, and at least one per partition."""
@@ -232,6 +226,25 @@ class ParquetSource(TableSource):
 
     def unit_stats(self, unit, column):
         return _row_group_stats(self._meta[unit.path], unit.row_groups[0]).get(column)
+
+    def _compute_column_statistics(self, column):
+        """From the footer metadata only, with the distinct counts the writer stored."""
+        if column not in self.schema.names:
+            return None
+        groups = []
+        for meta in self._meta.values():
+            index = meta.schema.names.index(column) if column in meta.schema.names else -1
+            for group in range(meta.num_row_groups):
+                chunk = meta.row_group(group)
+                stats = chunk.column(index).statistics if index >= 0 else None
+                if stats is None or not stats.has_min_max:
+                    if chunk.num_rows == 0:
+                        continue
+                    return None
+                groups.append((stats.min, stats.max,
+                               stats.null_count if stats.has_null_count else None,
+                               stats.distinct_count if stats.has_distinct_count else None))
+        return from_row_groups(groups, self.num_rows())
 
     def prune(self, units, predicates):
         if not predicates:
@@ -393,8 +406,6 @@ class CsvSource(TableSource):
 
     def _null_text(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Text columns read with empty fields kept: the nullstr values become NULL."""
-        import pyarrow.compute as pc
-
         columns = []
         for column in batch.columns:
             if pa.types.is_string(column.type):
@@ -544,6 +555,10 @@ class DataFrameSource(MemorySource):
     def _table(self, columns: list[str]) -> pa.Table:
         return pa.table([self._column(c) for c in columns],
                         schema=pa.schema([self.schema.field(c) for c in columns]))
+
+    def _compute_column_statistics(self, column):
+        """From the one column, converted as a query would convert it."""
+        return from_arrow(self._column(column))
 
     def units(self, partitions: int = 1) -> list[ScanUnit]:
         n = len(self.frame)

@@ -52,16 +52,20 @@ class QueryRun:
     def explain_analyze(self) -> str:
         totals = self.ctx.metrics.snapshot()  # once: every operator's line reads from it
         return format_physical(self.plan,
-                               lambda op: format_metrics(totals.get(op.operator_id, {})))
+                               lambda op: format_metrics(totals.get(op.operator_id, {}),
+                                                         op.row_estimate))
 
 
-def format_metrics(totals: dict[str, float]) -> str:
-    """One operator's EXPLAIN ANALYZE metrics from its totals over partitions: rows,
-    batches and own compute first, then every other metric it recorded, when non-zero."""
+def format_metrics(totals: dict[str, float], estimate: float | None = None) -> str:
+    """One operator's EXPLAIN ANALYZE metrics from its totals over partitions: rows (and
+    the planner's ``estimate`` beside them), batches and own compute first, then every
+    other metric it recorded, when non-zero."""
     own = totals.get("elapsed_compute", 0.0)  # children excluded at the source
-    parts = [f"output_rows={int(totals.get('output_rows', 0))}",
-             f"output_batches={int(totals.get('output_batches', 0))}",
-             f"elapsed_compute={max(own, 0) * 1000:.3f}ms"]
+    parts = [f"output_rows={int(totals.get('output_rows', 0))}"]
+    if estimate is not None:
+        parts.append(f"estimated_rows={round(estimate)}")
+    parts += [f"output_batches={int(totals.get('output_batches', 0))}",
+              f"elapsed_compute={max(own, 0) * 1000:.3f}ms"]
     shown = ("output_rows", "output_batches", "elapsed_compute")
     parts += [format_metric(name, totals[name]) for name in sorted(totals)
               if name not in shown and totals[name]]

@@ -1,57 +1,101 @@
-"""Row-count estimates for logical plans: rough, but enough to order joins and pick sides."""
+"""Row-count estimates for logical plans, from the sources' column statistics.
+
+    scan      the source's row count (Parquet metadata, memory tables; 1e6 when unknown)
+    filter    x selectivity: ranges interpolated between the column's min and max, equality
+              1/NDV, IS NULL the null fraction, IN (k values) k/NDV, OR and NOT combined as
+              independent events; a conjunct nothing is known about keeps ``DEFAULT_*``
+    join      |L| x |R| / max(NDV(l), NDV(r)) for the most selective key pair; outer joins
+              at least their preserved side; semi |L| x min(1, NDV(r)/NDV(l)), anti the rest
+    group by  the product of the keys' distinct counts, at most the input's rows
+    limit     at most fetch;  union  the sum;  anything else  its input's rows
+
+Distinct counts come from the column's source (statistics.py) through projections and group
+keys that pass it on, at most the rows of the plan they are asked about. The estimates order
+joins (reorder_joins), pick build sides and join modes (physical planner) and are shown by
+EXPLAIN beside each operator. Every estimate is at least one row.
+"""
 
 from __future__ import annotations
 
+import math
+import weakref
+from typing import Any
+
 from plansight.engine.logical import plan as lp
-from plansight.engine.logical.expr import Call, Column, Expr, split_conjunction
+from plansight.engine.logical.expr import Call, Column, Expr, Literal, split_conjunction
+from plansight.engine.statistics import ColumnStatistics
 
-_SELECTIVITY = {"eq": 0.1, "in_list": 0.2, "lt": 0.33, "lte": 0.33, "gt": 0.33, "gte": 0.33,
-                "like": 0.25, "ilike": 0.25, "is_null": 0.1, "neq": 0.9, "is_not_null": 0.9}
+#: rows of a source that cannot say (a table function, a source without a row count)
+DEFAULT_SOURCE_ROWS = 1e6
+#: what a conjunct keeps when statistics cannot judge it: System R's textbook guesses
+#: (equality 1/10, a range 1/3), DuckDB's and DataFusion's 1/5 for anything else
+DEFAULT_SELECTIVITY = {"eq": 0.1, "in_list": 0.2, "lt": 0.33, "lte": 0.33, "gt": 0.33,
+                       "gte": 0.33, "like": 0.25, "ilike": 0.25, "is_null": 0.1,
+                       "neq": 0.9, "is_not_null": 0.9}
+DEFAULT_FILTER_SELECTIVITY = 0.2
+#: the fraction of its input a GROUP BY keeps when a key's distinct count is unknown
+DEFAULT_GROUP_FRACTION = 0.2
+#: the least fraction a filter keeps: an estimate of zero rows would make every plan above
+#: it look free
+MIN_SELECTIVITY = 1e-4
 
+_FLIPPED = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte", "eq": "eq", "neq": "neq"}
+_RANGE = ("lt", "lte", "gt", "gte")
 
-def selectivity(predicate: Expr) -> float:
-    """The fraction of rows a predicate keeps: a product over its conjuncts, textbook style
-    (equality 0.1, range 0.33, ...), floored so that estimates never reach zero."""
-    fraction = 1.0
-    for conjunct in split_conjunction(predicate):
-        func = conjunct.func if isinstance(conjunct, Call) else ""
-        fraction *= _SELECTIVITY.get(func, 0.5)
-    return max(fraction, 1e-4)
+# estimates of plan nodes (immutable, compared by identity) already computed: the join
+# reorderer and the planner ask for every node, and each estimate recurses to the scans
+_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def estimate_rows(plan: lp.LogicalPlan) -> float:
-    """A rough output size, enough to pick the smaller join side."""
+    """Estimated output rows of ``plan`` (at least 1).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> from plansight.engine.catalog import MemorySource
+        >>> from plansight.engine.logical.expr import Column
+        >>> k = Column(1, "k", pa.int64())
+        >>> scan = lp.TableScan("t", MemorySource(pa.table({"k": range(100)})), (k,), ("k",))
+        >>> estimate_rows(lp.Filter(scan, Call("lt", (k, Literal(25, pa.int64())), pa.bool_())))
+        25.0
+    """
+    cached = _ROWS.get(plan)
+    if cached is None:
+        cached = max(_estimate(plan), 1.0)
+        _ROWS[plan] = cached
+    return cached
+
+
+def _estimate(plan: lp.LogicalPlan) -> float:
     if isinstance(plan, lp.TableScan):
         rows = plan.source.num_rows()
-        rows = 1e6 if rows is None else rows
-        if plan.fetch is not None:
-            rows = min(rows, plan.fetch)
-        return rows
+        rows = DEFAULT_SOURCE_ROWS if rows is None else float(rows)
+        return rows if plan.fetch is None else min(rows, plan.fetch)
     if isinstance(plan, lp.Values):
-        return len(plan.rows)
+        return float(len(plan.rows))
     if isinstance(plan, lp.Filter):
-        return estimate_rows(plan.input) * selectivity(plan.predicate)
+        return estimate_rows(plan.input) * selectivity(plan.predicate, plan.input)
     if isinstance(plan, lp.Aggregate):
-        return 1 if not plan.group_exprs else estimate_rows(plan.input) * 0.2
+        return _aggregate_rows(plan)
     if isinstance(plan, lp.Limit):
-        inner = estimate_rows(plan.input)
-        return inner if plan.fetch is None else min(inner, plan.fetch)
+        rows = max(estimate_rows(plan.input) - plan.skip, 1.0)
+        return rows if plan.fetch is None else min(rows, plan.fetch)
+    if isinstance(plan, lp.Sort):
+        rows = estimate_rows(plan.input)
+        return rows if plan.fetch is None else min(rows, plan.fetch)
     if isinstance(plan, lp.Join):
-        left, right = estimate_rows(plan.left), estimate_rows(plan.right)
-        if plan.kind in ("semi", "anti"):
-            return left
-        if plan.kind == "cross":
-            return left * right
-        return max(left, right)
+        return _join_output(plan)
     if isinstance(plan, lp.Union):
         return sum(estimate_rows(c) for c in plan.union_inputs)
     inputs = plan.inputs()
-    return estimate_rows(inputs[0]) if inputs else 1
+    return estimate_rows(inputs[0]) if inputs else 1.0
 
 
-def _scan_of(plan: lp.LogicalPlan, column_id: int) -> tuple[lp.TableScan, str] | None:
-    """The scan (and source column name) a column id comes from, looking through the
-    operators that pass columns on unchanged."""
+# ----------------------------------------------------------------------------- statistics
+
+def _origin(plan: lp.LogicalPlan, column_id: int) -> tuple[lp.TableScan, str] | None:
+    """The scan (and source column name) a column comes from, looking through operators
+    that pass it on unchanged: projections of a column, group keys, joins, filters."""
     if isinstance(plan, lp.TableScan):
         for column, name in zip(plan.scan_columns, plan.projection):
             if column.id == column_id:
@@ -61,59 +105,153 @@ def _scan_of(plan: lp.LogicalPlan, column_id: int) -> tuple[lp.TableScan, str] |
         for expr, out in zip(plan.exprs, plan.outputs):
             if out.id == column_id:
                 if isinstance(expr, Column) and expr.id != column_id:
-                    return _scan_of(plan.input, expr.id)
+                    return _origin(plan.input, expr.id)
                 if not isinstance(expr, Column):
                     return None
-        return _scan_of(plan.input, column_id)
+        return _origin(plan.input, column_id)
+    if isinstance(plan, lp.Aggregate):
+        for expr, out in zip(plan.group_exprs, plan.group_outputs):
+            if out.id == column_id:
+                return _origin(plan.input, expr.id) if isinstance(expr, Column) else None
+        return None
     for child in plan.inputs():
         if any(c.id == column_id for c in child.columns):
-            return _scan_of(child, column_id)
+            return _origin(child, column_id)
     return None
 
 
-def _range_distinct(scan: lp.TableScan, name: str) -> float | None:
-    """max - min + 1 of an integer or date source column, from its statistics."""
-    stats = scan.source.column_stats(name) if hasattr(scan.source, "column_stats") else None
-    if stats is None:
-        return None
-    low, high, _ = stats
-    try:
-        span = high - low
-        span = span.days if hasattr(span, "days") else span
-        return max(1.0, float(span) + 1)
-    except TypeError:
-        return None
+def column_statistics(expr: Expr, plan: lp.LogicalPlan) -> ColumnStatistics | None:
+    """The source statistics of the column ``expr``, or None for a computed expression or
+    a source that does not know."""
+    found = _origin(plan, expr.id) if isinstance(expr, Column) else None
+    return None if found is None else found[0].source.column_statistics(found[1])
+
+
+def _null_fraction(column: Column, plan: lp.LogicalPlan) -> float:
+    """The fraction of its source's rows where ``column`` is NULL (0 when unknown)."""
+    found = _origin(plan, column.id)
+    if found is None:
+        return 0.0
+    scan, name = found
+    stats, rows = scan.source.column_statistics(name), scan.source.num_rows()
+    if stats is None or not stats.null_count or not rows:
+        return 0.0
+    return min(1.0, stats.null_count / rows)
 
 
 def source_distinct(expr: Expr, plan: lp.LogicalPlan) -> float | None:
-    """Distinct values of a column in its whole source table (before any filter): at most
-    the table's rows and its key range; None when the column is computed."""
-    if not isinstance(expr, Column):
+    """Distinct values of a column in its whole source table (before any filter); None when
+    the column is computed or its source does not know."""
+    stats = column_statistics(expr, plan)
+    if stats is None or stats.distinct_count is None:
         return None
-    found = _scan_of(plan, expr.id)
-    if found is None:
-        return None
-    scan, name = found
-    rows = scan.source.num_rows()
-    bound = _range_distinct(scan, name)
-    candidates = [float(x) for x in (rows, bound) if x is not None]
-    return max(1.0, min(candidates)) if candidates else None
+    return max(1.0, stats.distinct_count)
 
 
 def distinct_estimate(expr: Expr, plan: lp.LogicalPlan) -> float:
-    """Distinct values of ``expr`` among ``plan``'s rows: at most the rows, and for an
-    integer or date column at most its source range (max - min + 1, from Parquet metadata or
-    computed once per registered table). Without statistics every row counts as distinct:
-    the join key of the smaller side is taken as a unique key."""
-    rows = max(estimate_rows(plan), 1.0)
-    if not isinstance(expr, Column):
-        return rows
-    found = _scan_of(plan, expr.id)
-    if found is None:
-        return rows
-    bound = _range_distinct(*found)
-    return rows if bound is None else max(1.0, min(rows, bound))
+    """Distinct values of ``expr`` among ``plan``'s rows: its source's distinct count, at
+    most the rows. Without statistics every row counts as distinct (the join key of the
+    smaller side is taken as a unique key)."""
+    rows = estimate_rows(plan)
+    ndv = source_distinct(expr, plan)
+    return rows if ndv is None else max(1.0, min(rows, ndv))
 
+
+# ----------------------------------------------------------------------------- filters
+
+def selectivity(predicate: Expr | None, plan: lp.LogicalPlan | None = None) -> float:
+    """The fraction of ``plan``'s rows ``predicate`` keeps: conjuncts as independent, range
+    conjuncts on one column intersected first (``a >= x AND a < y`` is one interval); with
+    statistics of the columns in ``plan`` where they are known, defaults where not."""
+    if predicate is None:
+        return 1.0
+    fraction = 1.0
+    ranges: dict[int, list] = {}  # column id -> [column, low, high]
+    for conjunct in split_conjunction(predicate):
+        comparison = _comparison(conjunct)
+        if comparison is not None and comparison[1] in _RANGE and plan is not None and \
+                column_statistics(comparison[0], plan) is not None:
+            column, op, value = comparison
+            entry = ranges.setdefault(column.id, [column, None, None])
+            if op in ("gt", "gte"):
+                entry[1] = value if entry[1] is None or _greater(value, entry[1]) else entry[1]
+            else:
+                entry[2] = value if entry[2] is None or _greater(entry[2], value) else entry[2]
+            continue
+        fraction *= _conjunct(conjunct, plan)
+    for column, low, high in ranges.values():
+        fraction *= _range_fraction(column, low, high, plan)
+    return min(1.0, max(fraction, MIN_SELECTIVITY))
+
+
+def _greater(a: Any, b: Any) -> bool:
+    try:
+        return bool(a > b)
+    except TypeError:
+        return False
+
+
+def _range_fraction(column: Column, low: Any, high: Any, plan: lp.LogicalPlan) -> float:
+    stats = column_statistics(column, plan)
+    assert stats is not None
+    fraction = stats.fraction_between(low, high)
+    if fraction is None:  # strings: no number line to interpolate on
+        fraction = DEFAULT_SELECTIVITY["lt"] ** ((low is not None) + (high is not None))
+    return fraction * (1.0 - _null_fraction(column, plan))
+
+
+def _conjunct(conjunct: Expr, plan: lp.LogicalPlan | None) -> float:
+    if not isinstance(conjunct, Call):
+        return DEFAULT_FILTER_SELECTIVITY
+    func = conjunct.func
+    if func == "and":
+        return selectivity(conjunct, plan)
+    if func == "or":
+        kept = 1.0
+        for arg in conjunct.args:
+            kept *= 1.0 - selectivity(arg, plan)
+        return 1.0 - kept
+    if func == "not":
+        return 1.0 - selectivity(conjunct.args[0], plan)
+    comparison = _comparison(conjunct)
+    column = comparison[0] if comparison is not None else \
+        (conjunct.args[0] if conjunct.args else None)
+    stats = column_statistics(column, plan) if plan is not None and column is not None \
+        else None
+    if stats is None:
+        return DEFAULT_SELECTIVITY.get(func, DEFAULT_FILTER_SELECTIVITY)
+    if func in ("is_null", "is_not_null") and stats.null_count is not None:
+        nulls = _null_fraction(column, plan)
+        return nulls if func == "is_null" else 1.0 - nulls
+    if comparison is not None and comparison[1] in ("eq", "neq") and stats.distinct_count:
+        value = comparison[2]
+        inside = stats.fraction_between(value, value)
+        equal = 0.0 if inside == 0.0 else 1.0 / max(stats.distinct_count, 1.0)
+        if comparison[1] == "neq":
+            return (1.0 - equal) * (1.0 - _null_fraction(column, plan))
+        return equal
+    if func == "in_list" and stats.distinct_count and \
+            all(isinstance(a, Literal) for a in conjunct.args[1:]):
+        return min(1.0, (len(conjunct.args) - 1) / max(stats.distinct_count, 1.0))
+    return DEFAULT_SELECTIVITY.get(func, DEFAULT_FILTER_SELECTIVITY)
+
+
+def _comparison(predicate: Expr) -> tuple[Column, str, Any] | None:
+    """``(column, op, value)`` for ``column op literal`` either way round, the literal not
+    NULL (a cast column is not: its values are not the source's)."""
+    if not isinstance(predicate, Call) or predicate.func not in _FLIPPED or \
+            len(predicate.args) != 2:
+        return None
+    a, b = predicate.args
+    op = predicate.func
+    if isinstance(a, Literal):
+        a, b, op = b, a, _FLIPPED[op]
+    if not isinstance(a, Column) or not isinstance(b, Literal) or b.value is None:
+        return None
+    return a, op, b.value
+
+
+# ----------------------------------------------------------------------------- joins
 
 def join_rows(left: lp.LogicalPlan, right: lp.LogicalPlan,
               on: tuple[tuple[Expr, Expr], ...]) -> float:
@@ -125,3 +263,51 @@ def join_rows(left: lp.LogicalPlan, right: lp.LogicalPlan,
     denominator = max(max(distinct_estimate(a, left), distinct_estimate(b, right))
                       for a, b in on)
     return max(1.0, left_rows * right_rows / denominator)
+
+
+def _join_output(join: lp.Join) -> float:
+    left, right = estimate_rows(join.left), estimate_rows(join.right)
+    if join.kind in ("semi", "anti"):
+        matched = left * _semi_fraction(join)
+        if join.filter is not None:
+            # a residual condition decides among the key matches: as likely either way
+            matched = left * _semi_fraction(join) * 0.5
+        return matched if join.kind == "semi" else max(left - matched, 1.0)
+    inner = join_rows(join.left, join.right, join.on) * selectivity(join.filter, join)
+    if join.kind == "left":
+        return max(inner, left)
+    if join.kind == "right":
+        return max(inner, right)
+    if join.kind == "full":
+        return max(inner, left, right)
+    return inner
+
+
+def _semi_fraction(join: lp.Join) -> float:
+    """The fraction of left rows with a key among the right's: their distinct counts'
+    ratio (containment: the smaller key set is inside the larger), 1/2 without keys."""
+    if not join.on:
+        return 0.5
+    fraction = 1.0
+    for a, b in join.on:
+        fraction = min(fraction, distinct_estimate(b, join.right) /
+                       distinct_estimate(a, join.left))
+    return fraction
+
+
+# ----------------------------------------------------------------------------- group by
+
+def _aggregate_rows(plan: lp.Aggregate) -> float:
+    rows = estimate_rows(plan.input)
+    if not plan.group_exprs:
+        return 1.0
+    groups, unknown = 1.0, False
+    for expr in plan.group_exprs:
+        ndv = source_distinct(expr, plan.input)
+        if ndv is None:
+            unknown = True
+        else:
+            groups *= min(ndv, rows)
+    if unknown:
+        groups = max(groups, rows * DEFAULT_GROUP_FRACTION)
+    return min(groups, rows) if math.isfinite(groups) else rows

@@ -29,6 +29,12 @@ class GlobalLimitExec(ExecutionPlan):
     def maintains_input_order(self):
         return [True]
 
+    def derived_row_estimate(self):
+        rows = self.input.row_estimate
+        if rows is None or self.fetch is None:
+            return rows
+        return min(max(rows - self.skip, 0.0), self.fetch)
+
     def display(self) -> str:
         if self.local:
             return f"LocalLimitExec: fetch={self.fetch}"

@@ -125,6 +125,10 @@ class ExecutionPlan:
     def __init__(self, schema: pa.Schema):
         self.schema = schema
         self.operator_id = next(_operator_ids)
+        #: estimated output rows over all partitions (logical/estimate.py), set by the
+        #: planner; operators the physical rules insert take theirs from their input
+        #: (``fill_row_estimates``). EXPLAIN shows it as ``rows≈N``.
+        self.row_estimate: float | None = None
 
     # -- declarations ---------------------------------------------------------
     def walk(self, depth: int = 0) -> Iterator[tuple[int, ExecutionPlan]]:
@@ -139,6 +143,21 @@ class ExecutionPlan:
 
     def with_new_children(self, children: list[ExecutionPlan]) -> ExecutionPlan:
         raise NotImplementedError(type(self).__name__)
+
+    def with_children(self, children: list[ExecutionPlan]) -> ExecutionPlan:
+        """``with_new_children`` keeping this operator's row estimate: what the physical
+        rules call, so a rebuilt join or aggregate still shows the planner's estimate."""
+        rebuilt = self.with_new_children(children)
+        if rebuilt.row_estimate is None:
+            rebuilt.row_estimate = self.row_estimate
+        return rebuilt
+
+    def derived_row_estimate(self) -> float | None:
+        """An estimate from the inputs' when the planner set none: an operator inserted to
+        meet a requirement (exchange, sort, merge) outputs its input's rows; operators with
+        a fetch override this."""
+        children = self.children()
+        return children[0].row_estimate if len(children) == 1 else None
 
     def output_partitioning(self) -> Partitioning:
         children = self.children()
@@ -321,6 +340,7 @@ def displayed_operators(plan: ExecutionPlan | None) -> list[tuple[int, Execution
     return rows
 
 
+_NAMED = re.compile(r"\w+: ")  # "XExec: key=value, ...": an estimate is one more item
 _REFERENCE = re.compile(r"\b[A-Za-z]+\[(\d+)\]")
 
 
@@ -331,19 +351,45 @@ def referenced_ids(plan: ExecutionPlan | None) -> set[int]:
             for i in _REFERENCE.findall(op.display())}
 
 
-def operator_label(op: ExecutionPlan, referenced: set[int] = frozenset()) -> str:
-    """``op``'s EXPLAIN line, ending in ``id=N`` when another line refers to it by that id
+def fill_row_estimates(plan: ExecutionPlan) -> ExecutionPlan:
+    """Give every operator below ``plan`` without a row estimate its derived one (inputs
+    first); returns ``plan``."""
+    for child in plan.children():
+        fill_row_estimates(child)
+    if plan.row_estimate is None:
+        plan.row_estimate = plan.derived_row_estimate()
+    return plan
+
+
+def format_rows(rows: float) -> str:
+    """A row estimate as EXPLAIN shows it: rounded, thousands separated.
+
+    Example:
+        >>> format_rows(1234.4)
+        '1,234'
+    """
+    return f"{round(rows):,}"
+
+
+def operator_label(op: ExecutionPlan, referenced: set[int] = frozenset(),
+                   estimate: bool = True) -> str:
+    """``op``'s EXPLAIN line: its display, then ``rows≈N`` (the estimated output rows)
+    when known and ``estimate``, then ``id=N`` when another line refers to it by that id
     (``HashJoinExec: ..., id=24`` for ``dynamic_filters=[k from HashJoin[24]]``)."""
     text = op.display()
+    if estimate and op.row_estimate is not None:
+        text += (", " if _NAMED.match(text) else ": ") + f"rows≈{format_rows(op.row_estimate)}"
     return f"{text}, id={op.operator_id}" if op.operator_id in referenced else text
 
 
 def format_physical(plan: ExecutionPlan, metrics=None, indent: int = 0) -> str:
-    """DataFusion-style indented plan text; with ``metrics`` (EXPLAIN ANALYZE) inline values."""
+    """DataFusion-style indented plan text with each operator's estimated rows; with
+    ``metrics`` (EXPLAIN ANALYZE) inline values instead, where the estimate stands beside
+    the actual output rows."""
     referenced = referenced_ids(plan)
     lines = []
     for depth, op in displayed_operators(plan):
-        line = "  " * (indent + depth) + operator_label(op, referenced)
+        line = "  " * (indent + depth) + operator_label(op, referenced, metrics is None)
         if metrics is not None:
             line += ", metrics=[" + metrics(op) + "]"
         lines.append(line)

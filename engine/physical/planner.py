@@ -32,10 +32,15 @@ from plansight.engine.physical.aggregates.aggregate import AggregateExec
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.filter import FilterExec
-from plansight.engine.physical.joins.hash_join import HashJoinExec
+from plansight.engine.physical.joins.hash_join import SINGLE_PROBE_JOIN_TYPES, HashJoinExec
 from plansight.engine.physical.joins.nested_loop_join import NestedLoopJoinExec
 from plansight.engine.physical.limit import GlobalLimitExec
-from plansight.engine.physical.plan import ExecutionPlan, hash_distribution, ordering_satisfies
+from plansight.engine.physical.plan import (
+    ExecutionPlan,
+    fill_row_estimates,
+    hash_distribution,
+    ordering_satisfies,
+)
 from plansight.engine.physical.projection import ProjectionExec
 from plansight.engine.physical.recursive_query import RecursiveQueryExec
 from plansight.engine.physical.scan import DataSourceExec
@@ -62,10 +67,16 @@ class PhysicalPlanner:
         self.config = config
 
     def plan(self, node: lp.LogicalPlan) -> ExecutionPlan:
+        """``node`` lowered to operators, each carrying its estimated output rows: the
+        operator for ``node`` the node's estimate, helpers the planner put between it and
+        its inputs (key projections, local sorts) their inputs' unless set."""
         method = getattr(self, f"_plan_{type(node).__name__.lower()}", None)
         if method is None:
             raise InternalError(f"no physical plan for {type(node).__name__}")
-        return method(node)
+        op = method(node)
+        if op.row_estimate is None:
+            op.row_estimate = estimate_rows(node)
+        return fill_row_estimates(op)
 
     def _plan_recursivecte(self, node: lp.RecursiveCTE) -> ExecutionPlan:
         anchor = self.plan(node.anchor)
@@ -208,6 +219,9 @@ class PhysicalPlanner:
             partial_schema = pa.schema([pa.field(k.field_name, k.type) for k in keys] +
                                        [pa.field(st.output, st.type) for st in states])
             partial = AggregateExec(pre, keys, specs, partial_schema, mode="Partial")
+            # each input partition emits its own row per group
+            partial.row_estimate = min(estimate_rows(node.input),
+                                       estimate_rows(node) * partitioning.count)
             return AggregateExec(partial, keys, specs, schema, mode="Final")
         return AggregateExec(pre, keys, specs, schema)
 
@@ -233,26 +247,44 @@ class PhysicalPlanner:
             # build on the right so the (usually larger) left side streams
             kind = _SWAPPED.get(node.kind, "inner")
             return self._restore_order(NestedLoopJoinExec(right, left, kind, node.filter), node)
+        # JoinSelection (DataFusion's rule, done here while the estimates are at hand):
+        # build on the smaller estimated input, mirroring the join type when that is the
+        # right (left <-> right, semi/anti -> right_semi/right_anti). NOT IN builds on its
+        # subquery: it must see every build key (a NULL anywhere empties the result).
         left_rows, right_rows = estimate_rows(node.left), estimate_rows(node.right)
         build_right = node.null_aware or right_rows <= left_rows
-        # a large build side is hashed into partitions built in parallel; NOT IN needs to
-        # see every build key (a NULL anywhere empties the result), so it stays collected
-        partitions = self.config.target_partitions if (
-            self.config.target_partitions > 1 and not node.null_aware and
-            min(left_rows, right_rows) >=
-            self.config.hash_join_single_partition_threshold_rows) else None
+        kind = _SWAPPED[node.kind] if build_right else _DIRECT[node.kind]
+        build_rows, probe_rows = (right_rows, left_rows) if build_right else \
+            (left_rows, right_rows)
+        partitions = self._join_partitions(kind, build_rows, probe_rows, node.null_aware)
         if build_right:
             on = [(b, a) for a, b in node.on]
-            join = HashJoinExec(right, left, on, _SWAPPED[node.kind], node.filter,
+            join = HashJoinExec(right, left, on, kind, node.filter,
                                 null_aware=node.null_aware, null_equal=node.null_equal,
                                 partitions=partitions)
             return self._restore_order(join, node)
-        return HashJoinExec(left, right, list(node.on), _DIRECT[node.kind], node.filter,
+        return HashJoinExec(left, right, list(node.on), kind, node.filter,
                             null_aware=node.null_aware, null_equal=node.null_equal,
                             partitions=partitions)
 
+    def _join_partitions(self, kind: str, build_rows: float, probe_rows: float,
+                         null_aware: bool) -> int | None:
+        """CollectLeft (None: one shared build) while the estimated build side is under
+        ``hash_join_single_partition_threshold_rows``, else Partitioned (both sides hashed
+        into ``target_partitions``, built in parallel). A join that emits unmatched build
+        rows needs every probe row in one partition under CollectLeft: past the threshold
+        on the probe side it is partitioned too, so the probe is not funnelled into one."""
+        threshold = self.config.hash_join_single_partition_threshold_rows
+        if self.config.target_partitions <= 1 or null_aware:
+            return None
+        if build_rows >= threshold or (kind in SINGLE_PROBE_JOIN_TYPES and
+                                       probe_rows >= threshold):
+            return self.config.target_partitions
+        return None
+
     def _restore_order(self, join: ExecutionPlan, node: lp.Join) -> ExecutionPlan:
         """A swapped join outputs right columns first; put them back in logical order."""
+        join.row_estimate = estimate_rows(node)
         if node.kind in ("semi", "anti"):
             return join
         columns = list(node.columns)

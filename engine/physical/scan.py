@@ -126,6 +126,9 @@ class DataSourceExec(ExecutionPlan):
                               self.pruning_predicates, self.fetch, self.table,
                               (tuple(predicates), rows))
 
+    def derived_row_estimate(self):
+        return float(self.estimated_rows())
+
     def display(self) -> str:
         parts = [f"DataSourceExec: table={self.table}", self.source.describe(),
                  f"projection=[{', '.join(self.columns)}]"]

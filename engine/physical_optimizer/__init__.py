@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from plansight.engine.exec.context import SessionConfig
-from plansight.engine.physical.plan import ExecutionPlan
+from plansight.engine.physical.plan import ExecutionPlan, fill_row_estimates
 from plansight.engine.physical_optimizer.ensure_requirements import (
     ensure_requirements,
     ensure_single_output,
@@ -23,4 +23,6 @@ def optimize_physical(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPl
     plan = keep_source_order(plan)
     plan = widen_scan_batches(plan, config)
     # last: it wires operators of the final tree together
-    return push_dynamic_filters(plan, config.dynamic_filter_max_keys)
+    plan = push_dynamic_filters(plan, config.dynamic_filter_max_keys)
+    # the operators the rules inserted show their inputs' estimates
+    return fill_row_estimates(plan)

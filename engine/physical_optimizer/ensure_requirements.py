@@ -57,7 +57,7 @@ def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> Executio
         new_children.append(child)
     if all(a is b for a, b in zip(new_children, plan.children())):
         return plan
-    return plan.with_new_children(new_children)
+    return plan.with_children(new_children)
 
 
 def _presorted(sort: SortExec, child: ExecutionPlan) -> ExecutionPlan:

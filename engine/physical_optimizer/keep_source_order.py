@@ -43,7 +43,7 @@ def keep_source_order(plan: ExecutionPlan, order_matters: bool = True) -> Execut
         return CoalescePartitionsExec(children[0], preserve_order=True)
     if all(a is b for a, b in zip(children, plan.children())):
         return plan
-    return plan.with_new_children(children)
+    return plan.with_children(children)
 
 
 def _in_source_order(plan: ExecutionPlan) -> bool:

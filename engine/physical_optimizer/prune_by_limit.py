@@ -31,14 +31,14 @@ def prune_by_limit(plan: ExecutionPlan) -> ExecutionPlan:
     if isinstance(plan, GlobalLimitExec) and plan.fetch is not None and not plan.local:
         pruned = _prune_chain(plan.input, plan.skip + plan.fetch, [])
         if pruned is not None:
-            return plan.with_new_children([pruned])
+            return plan.with_children([pruned])
     children = plan.children()
     if not children:
         return plan
     new = [prune_by_limit(child) for child in children]
     if all(a is b for a, b in zip(new, children)):
         return plan
-    return plan.with_new_children(new)
+    return plan.with_children(new)
 
 
 def _prune_chain(plan: ExecutionPlan, rows: int, filters: list[FilterExec]):
@@ -55,7 +55,7 @@ def _prune_chain(plan: ExecutionPlan, rows: int, filters: list[FilterExec]):
         below = _prune_chain(plan.input, rows, filters)
     else:
         return None
-    return None if below is None else plan.with_new_children([below])
+    return None if below is None else plan.with_children([below])
 
 
 def _scan_predicates(scan: DataSourceExec, filters: list[FilterExec]) -> tuple | None:

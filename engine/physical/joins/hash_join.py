@@ -38,6 +38,11 @@ from plansight.engine.physical.plan import (
 )
 from plansight.engine.physical.vocabulary import JoinType
 
+#: join types that emit unmatched build rows: under CollectLeft they need every probe row in
+#: one partition (which build rows matched is known only after the whole probe side)
+SINGLE_PROBE_JOIN_TYPES = frozenset({JoinType.LEFT, JoinType.FULL, JoinType.LEFT_SEMI,
+                                     JoinType.LEFT_ANTI})
+
 
 class HashJoinExec(ExecutionPlan):
     name = "HashJoinExec"
@@ -89,7 +94,7 @@ class HashJoinExec(ExecutionPlan):
                     hash_distribution([right for _, right in self.on], self.partitions)]
         # probe partitions share one build side; joins that must see every probe row
         # before emitting build rows need the probe side in one partition
-        needs_all_probe = self.join_type in ("left", "full", "left_semi", "left_anti")
+        needs_all_probe = self.join_type in SINGLE_PROBE_JOIN_TYPES
         return [SINGLE_PARTITION, SINGLE_PARTITION if needs_all_probe else UNSPECIFIED]
 
     def output_partitioning(self):

@@ -78,6 +78,14 @@ class SortExec(ExecutionPlan):
     def output_ordering(self):
         return tuple(self.keys)
 
+    def derived_row_estimate(self):
+        rows = self.input.row_estimate
+        if rows is None or self.fetch is None:
+            return rows
+        # top-k keeps fetch rows per partition when it sorts partitions apart
+        partitions = self.output_partitioning().count if self.preserve_partitioning else 1
+        return min(rows, self.fetch * partitions)
+
     def display(self) -> str:
         keys = ", ".join(map(str, self.keys))
         head = f"SortExec: TopK(fetch={self.fetch}), " if self.fetch is not None else "SortExec: "

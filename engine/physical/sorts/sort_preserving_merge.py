@@ -53,6 +53,10 @@ class SortPreservingMergeExec(ExecutionPlan):
     def output_ordering(self):
         return tuple(self.keys)
 
+    def derived_row_estimate(self):
+        rows = self.input.row_estimate
+        return rows if rows is None or self.fetch is None else min(rows, self.fetch)
+
     def display(self) -> str:
         text = f"{self.name}: [{', '.join(map(str, self.keys))}]"
         return text + (f", fetch={self.fetch}" if self.fetch is not None else "")
