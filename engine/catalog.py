@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import glob
 import itertools
+import math
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -27,7 +28,14 @@ from plansight.engine.source_ordering import (
     stats_disprove_order,
     stats_prove_order,
 )
-from plansight.engine.statistics import ColumnStatistics, from_arrow, from_row_groups
+from plansight.engine.statistics import (
+    EXACT_DISTINCT_ROWS,
+    SAMPLE_ROWS,
+    ColumnStatistics,
+    from_arrow,
+    from_row_groups,
+    sampled_distinct,
+)
 
 
 @dataclass(frozen=True)
@@ -244,7 +252,36 @@ class ParquetSource(TableSource):
                 groups.append((stats.min, stats.max,
                                stats.null_count if stats.has_null_count else None,
                                stats.distinct_count if stats.has_distinct_count else None))
-        return from_row_groups(groups, self.num_rows())
+        statistics = from_row_groups(groups, self.num_rows())
+        if statistics is not None and statistics.distinct_count is None:
+            # the metadata cannot bound it (strings, decimals, floats): count a sample
+            distinct = self._sampled_distinct(column)
+            statistics = replace(statistics, distinct_count=distinct)
+        return statistics
+
+    def _sampled_distinct(self, column: str) -> float | None:
+        """Distinct values of ``column`` counted in whole row groups spread evenly over the
+        files, ``SAMPLE_ROWS`` rows or more (every row of a small table), read once per
+        registration: only that column of those row groups is decoded."""
+        import pyarrow.parquet as pq
+
+        units = self.units()
+        total = sum(unit.rows for unit in units)
+        if not units or total == 0:
+            return None
+        wanted = total if total <= EXACT_DISTINCT_ROWS else SAMPLE_ROWS
+        average = total / len(units)
+        count = min(len(units), max(1, math.ceil(wanted / max(average, 1.0))))
+        chosen = [units[i * len(units) // count] for i in range(count)]
+        try:
+            pieces = [pq.ParquetFile(unit.path).read_row_groups(
+                list(unit.row_groups), columns=[column], use_threads=False).column(0)
+                for unit in chosen]
+        except (pa.ArrowInvalid, OSError) as e:
+            raise PlanError(f"cannot read Parquet file {chosen[0].path!r}: {e}") from e
+        sample = pa.chunked_array([c for piece in pieces for c in piece.chunks],
+                                  type=pieces[0].type)
+        return sampled_distinct(sample, total)
 
     def prune(self, units, predicates):
         if not predicates:

@@ -40,7 +40,7 @@ class ColumnStatistics:
 
     Example:
         >>> s = ColumnStatistics(min=0, max=99, null_count=0, distinct_count=100.0)
-        >>> s.fraction_between(None, 25)
+        >>> s.fraction_between(None, 25, high_inclusive=False)
         0.25
     """
 
@@ -48,11 +48,16 @@ class ColumnStatistics:
     max: Any = None
     null_count: int | None = None
     distinct_count: float | None = None
+    #: the distinct count is only an upper bound (the key range, or the rows), not counted:
+    #: l_orderkey spans 6M values but holds the 1.5M of o_orderkey
+    distinct_is_bound: bool = False
 
-    def fraction_between(self, low: Any, high: Any) -> float | None:
-        """The fraction of the [min, max] range that lies in [low, high] (either bound None:
-        open), by linear interpolation; None when the values are not on a number line
-        (strings) or the range is unknown."""
+    def fraction_between(self, low: Any, high: Any, low_inclusive: bool = True,
+                         high_inclusive: bool = True) -> float | None:
+        """The fraction of the [min, max] range between ``low`` and ``high`` (either None:
+        open), by linear interpolation -- over whole values for integers and dates (x < 25
+        of 0..99 is 25 of 100 values), over the number line otherwise; None when the values
+        have no number line (strings) or the range is unknown."""
         lo, hi = position(self.min), position(self.max)
         if lo is None or hi is None:
             return None
@@ -60,12 +65,22 @@ class ColumnStatistics:
         b = hi if high is None else position(high)
         if a is None or b is None:
             return None
+        step = 1.0 if _discrete(self.min) and _discrete(self.max) else 0.0
+        if step and low is not None and not low_inclusive:
+            a = math.floor(a) + 1.0
+        if step and high is not None and not high_inclusive:
+            b = math.ceil(b) - 1.0
         a, b = max(a, lo), min(b, hi)
         if b < a:
             return 0.0
         if hi == lo:
             return 1.0
-        return (b - a) / (hi - lo)
+        return min(1.0, (b - a + step) / (hi - lo + step))
+
+
+def _discrete(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or \
+        (isinstance(value, datetime.date) and not isinstance(value, datetime.datetime))
 
 
 _EPOCH = datetime.datetime(1970, 1, 1)
@@ -103,15 +118,16 @@ def range_distinct(low: Any, high: Any) -> float | None:
 
 
 def _bounded(distinct: float | None, rows: int | None, nulls: int | None, low: Any,
-             high: Any) -> float | None:
-    """``distinct`` (or, unknown, the range's room) at most the non-NULL rows and the
-    range's room."""
-    candidates = [x for x in (distinct, range_distinct(low, high)) if x is not None]
+             high: Any) -> tuple[float | None, bool]:
+    """(distinct count, whether it is only a bound): ``distinct`` (or, unknown, the range's
+    room) at most the non-NULL rows and the range's room."""
+    room = range_distinct(low, high)
+    if distinct is None and room is None:
+        return None, False  # the row count alone says nothing about a string column
+    candidates = [x for x in (distinct, room) if x is not None]
     if rows is not None:
         candidates.append(float(max(rows - (nulls or 0), 0)))
-    if distinct is None and range_distinct(low, high) is None:
-        return None  # the row count alone says nothing about a string column's values
-    return max(min(candidates), 0.0) if candidates else None
+    return max(min(candidates), 0.0), distinct is None
 
 
 def from_arrow(values: pa.ChunkedArray | pa.Array) -> ColumnStatistics:
@@ -124,9 +140,9 @@ def from_arrow(values: pa.ChunkedArray | pa.Array) -> ColumnStatistics:
         bounds = pc.min_max(values)
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
     distinct = _distinct(values) if _hashable(values.type) else None
-    return ColumnStatistics(low, high, nulls,
-                            _bounded(distinct, rows, nulls, low, high)
-                            if distinct is not None else None)
+    if distinct is None:
+        return ColumnStatistics(low, high, nulls)
+    return ColumnStatistics(low, high, nulls, _bounded(distinct, rows, nulls, low, high)[0])
 
 
 def _orderable(type_: pa.DataType) -> bool:
@@ -142,24 +158,38 @@ def _hashable(type_: pa.DataType) -> bool:
 
 def _distinct(values: pa.ChunkedArray) -> float:
     """Distinct non-NULL values: exact for small columns, else estimated from a sample of
-    rows spread evenly over the column (sorted or clustered columns fool a prefix) with
-    Haas et al.'s first-order jackknife, D = d / (1 - (1 - q) f1 / n) ("Sampling-based
-    estimation of the number of distinct values of an attribute", VLDB 1995): d distinct
-    values in a sample of n rows, f1 of them seen once, q = n / N. A key (every sampled
-    value once) gives N, a low-cardinality column (none seen once) gives d. Only the
-    sample's value counts are needed (vectorized)."""
+    ``SAMPLE_ROWS`` rows spread evenly over the column (a sorted or clustered column fools
+    a prefix)."""
     rows = len(values)
     if rows <= EXACT_DISTINCT_ROWS:
         return float(pc.count_distinct(values, mode="only_valid").as_py())
     rng = np.random.default_rng(0x5EED)  # the same estimate every registration
     indices = np.sort(rng.choice(rows, size=SAMPLE_ROWS, replace=False))
-    sample = pc.drop_null(values.take(pa.array(indices)))
+    return sampled_distinct(values.take(pa.array(indices)), rows)
+
+
+def sampled_distinct(sample: pa.ChunkedArray | pa.Array, rows: int) -> float:
+    """Distinct non-NULL values of a column of ``rows`` rows from a sample of them, with
+    Haas et al.'s first-order jackknife, D = d / (1 - (1 - q) f1 / n) ("Sampling-based
+    estimation of the number of distinct values of an attribute", VLDB 1995): d distinct
+    values among the n non-NULL sampled, f1 of them seen once, q the sampled fraction. A
+    key (every sampled value once) gives all rows, a low-cardinality column (none seen
+    once) gives d. Only the sample's value counts are needed (vectorized).
+
+    Example:
+        >>> round(sampled_distinct(pa.array([1, 2, 3, 4]), 400))
+        400
+        >>> sampled_distinct(pa.array([1, 1, 2, 2]), 400)
+        2.0
+    """
+    sampled_rows = len(sample)
+    sample = pc.drop_null(sample)
     sampled = len(sample)
-    if sampled == 0:
+    if sampled == 0 or sampled_rows == 0:
         return 0.0
     counts = pc.value_counts(sample).field("counts").to_numpy()
     seen, singletons = float(len(counts)), float(np.count_nonzero(counts == 1))
-    non_null = rows * sampled / SAMPLE_ROWS
+    non_null = max(rows * sampled / sampled_rows, float(sampled))
     q = sampled / non_null
     return min(seen / (1.0 - (1.0 - q) * singletons / sampled), non_null)
 
@@ -186,7 +216,8 @@ def from_row_groups(groups: list[tuple[Any, Any, int | None, int | None]], rows:
                 distinct + group_distinct
     except TypeError:  # incomparable statistics (a type the writer ordered oddly)
         return None
-    return ColumnStatistics(low, high, nulls, _bounded(distinct, rows, nulls, low, high))
+    return ColumnStatistics(low, high, nulls, *_bounded(distinct, rows, nulls, low, high))
 
 
-__all__ = ["ColumnStatistics", "from_arrow", "from_row_groups", "position", "range_distinct"]
+__all__ = ["ColumnStatistics", "from_arrow", "from_row_groups", "position", "range_distinct",
+           "sampled_distinct"]

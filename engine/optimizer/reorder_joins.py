@@ -8,13 +8,14 @@ A tree's cost is the sum of its intermediate results' estimated rows (C_out) plu
 every hash table built (the smaller input of each join), so a filtered dimension that
 shrinks a fact table is joined first: TPC-H Q21 joins nation (one row after
 its filter) to supplier before lineitem, not lineitem to orders. Estimated rows of a set of
-relations: the product of their rows divided, for every joined pair, by the larger distinct
-count of its key (estimate.distinct_estimate). Up to ``MAX_DP_RELATIONS`` relations every
-left-deep order of connected subsets is considered (dynamic programming over subsets in
-increasing order: a subset's best order is a connected subset's best order plus one relation
-joined to it by an edge); beyond, a greedy order joins the smallest relation with its
-cheapest neighbour, then the next, ... A graph that is not connected is left as it is (its
-cross joins were placed by eliminate_cross_joins). The written order stays unless the best
+relations: the product of their rows divided, for every joined pair, by its keys' domain
+(estimate.key_domain: the larger distinct count of the two key columns in their sources).
+Up to ``MAX_DP_RELATIONS`` relations every left-deep order of connected subsets is
+considered (dynamic programming over subsets in increasing order: a subset's best order is a
+connected subset's best order plus one relation joined to it by an edge); beyond, a greedy
+order joins the smallest relation with its cheapest neighbour, then the next, ... A graph
+that is not connected is left as it is (its cross joins were placed by
+eliminate_cross_joins). The written order stays unless the best
 order is estimated at least ``MIN_GAIN`` times cheaper.
 
 Left-deep, not bushy: each join then builds on a small side and streams the big one, and the
@@ -28,14 +29,14 @@ are reordered within.
 from __future__ import annotations
 
 from plansight.engine.logical import plan as lp
-from plansight.engine.logical.estimate import distinct_estimate, estimate_rows, source_distinct
+from plansight.engine.logical.estimate import combined_domain, estimate_rows, key_domain
 from plansight.engine.logical.expr import Call, Expr, columns_of, conjunction
 from plansight.engine.optimizer.eliminate_cross_joins import flatten_inner_joins, is_inner_join
 
 MAX_DP_RELATIONS = 10
 #: reorder only when the estimated cost of the written order is at least this many times the
-#: best order's: the estimates (textbook selectivities, distinct counts bounded by key
-#: ranges) are rough, and a written order is often a good one
+#: best order's: the estimates (independent conjuncts, sampled or range-bounded distinct
+#: counts) are rough, and a written order is often a good one
 MIN_GAIN = 2.0
 
 
@@ -77,8 +78,8 @@ class _JoinGraph:
         self.relations = relations
         self.rows = [max(estimate_rows(r), 1.0) for r in relations]
         owner = {c.id: i for i, r in enumerate(relations) for c in r.columns}
-        # (i, j) -> the largest key distinct count among the equalities joining i and j
-        self.denominators: dict[tuple[int, int], float] = {}
+        # (i, j) -> the domain of the key joining i and j (its pairs' combined)
+        domains: dict[tuple[int, int], list[float]] = {}
         self.neighbours = [0] * len(relations)
         for conjunct in conjuncts:
             if not (isinstance(conjunct, Call) and conjunct.func == "eq"):
@@ -90,12 +91,11 @@ class _JoinGraph:
             i, j = next(iter(sides[0])), next(iter(sides[1]))
             if i == j:
                 continue
-            ndv = max(_key_distinct(a, relations[i], b, relations[j]),
-                      _key_distinct(b, relations[j], a, relations[i]))
-            key = (min(i, j), max(i, j))
-            self.denominators[key] = max(self.denominators.get(key, 1.0), ndv)
+            ndv = key_domain(a, relations[i], b, relations[j])
+            domains.setdefault((min(i, j), max(i, j)), []).append(ndv)
             self.neighbours[i] |= 1 << j
             self.neighbours[j] |= 1 << i
+        self.denominators = {pair: combined_domain(parts) for pair, parts in domains.items()}
 
     def set_rows(self, subset: int) -> float:
         rows = 1.0
@@ -180,16 +180,6 @@ class _JoinGraph:
         if self.set_rows(left_set) < self.set_rows(right_set):
             left, right = right, left
         return lp.Join(left, right, "cross"), left_set | right_set
-
-
-def _key_distinct(key: Expr, plan: lp.LogicalPlan, other: Expr,
-                  other_plan: lp.LogicalPlan) -> float:
-    """Distinct values of one side's join key, at most the other key's distinct values in
-    its whole table (containment: a foreign key's values are among the primary key's, so
-    l_orderkey, spread over a range of 6M, has at most the 1.5M of o_orderkey)."""
-    ndv = distinct_estimate(key, plan)
-    domain = source_distinct(other, other_plan)
-    return min(ndv, domain) if domain is not None else ndv
 
 
 def _bits(subset: int):
