@@ -3,6 +3,8 @@ after ``a = b`` (inner join keys, filters) and nowhere an outer join NULL-extend
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pytest
 
@@ -85,7 +87,8 @@ def test_requirements_are_matched_through_a_class():
 # ----------------------------------------------------------------------------- plan shapes
 
 def _aggregate_and_repartitions(plan: str) -> tuple[list[str], list[str]]:
-    lines = [line.strip() for line in plan.splitlines()]
+    # without row estimates: the shapes are the point here
+    lines = [re.sub(r",? rows≈[\d,]+", "", line.strip()) for line in plan.splitlines()]
     return ([x for x in lines if x.startswith("AggregateExec")],
             [x for x in lines if x.startswith("RepartitionExec")])
 

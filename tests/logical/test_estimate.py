@@ -1,0 +1,194 @@
+"""Row estimates from column statistics (engine/logical/estimate.py), as EXPLAIN shows them:
+range filters interpolated, equality 1/NDV, IS NULL from null counts, joins over key
+domains, GROUP BY from key distinct counts, defaults where nothing is known."""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import plansight as ps
+from plansight.engine.physical.joins.hash_join import HashJoinExec
+from tests.differential.harness import check
+
+N = 1000
+
+
+def _tables() -> dict[str, pa.Table]:
+    k = np.arange(N)
+    return {
+        "t": pa.table({
+            "k": pa.array(k, pa.int64()),
+            "g": pa.array(k % 10, pa.int64()),
+            "n": pa.array([None if i % 4 == 0 else i for i in range(N)], pa.int64()),
+            "s": pa.array([f"v{i % 50:02d}" for i in range(N)]),
+            "d": pa.array([datetime.date(2020, 1, 1) + datetime.timedelta(days=int(i % 100))
+                           for i in range(N)]),
+            "x": pa.array(k * 0.5),
+        }),
+        "u": pa.table({"g": pa.array(range(10), pa.int64()),
+                       "name": [f"n{i}" for i in range(10)]}),
+    }
+
+
+@pytest.fixture(scope="module", params=["memory", "parquet"])
+def session(request, tmp_path_factory):
+    s = ps.Session(target_partitions=1)
+    for name, table in _tables().items():
+        if request.param == "parquet":
+            path = tmp_path_factory.mktemp("estimates") / f"{name}.parquet"
+            pq.write_table(table, path, row_group_size=400)
+            s.register_parquet(name, str(path))
+        else:
+            s.register(name, table)
+    return s
+
+
+def _estimate(session: ps.Session, sql: str) -> int:
+    return round(session.sql(sql).physical.row_estimate)
+
+
+@pytest.mark.parametrize("where, rows", [
+    ("k < 250", 250),                          # (250 - 0) / 1000 of the range
+    ("k >= 100 AND k < 300", 200),             # one interval, not two independent ranges
+    ("k BETWEEN 100 AND 199", 100),
+    ("250 > k", 250),                          # literal first
+    ("k > 5000", 1),                           # outside the range: the floor, not 0
+    ("x <= 125.0", 250),                       # floats on the number line
+    ("d < DATE '2020-01-11'", 100),            # 10 of 100 days
+    ("g = 3", 100),                            # 1 / NDV(g) = 1/10
+    ("g = 42", 1),                             # outside [min, max]
+    ("s = 'v07'", 20),                         # 1/50: strings counted, not interpolated
+    ("g <> 3", 900),
+    ("n IS NULL", 250),                        # null count / rows
+    ("n IS NOT NULL", 750),
+    ("n < 500", 375),                          # the range over the non-NULL rows
+    ("g IN (1, 2, 3)", 300),
+    ("g = 3 OR g = 4", 190),                   # independent: 1 - 0.9 * 0.9
+    ("NOT g = 3", 900),
+    ("k > g", 330),                            # two columns: System R's 1/3
+    ("s LIKE 'v1%'", 250),                     # LIKE: the default 1/4
+])
+def test_filter_selectivity(session, where, rows):
+    assert _estimate(session, f"SELECT k FROM t WHERE {where}") == rows
+
+
+@pytest.mark.parametrize("sql, rows", [
+    ("SELECT g, count(*) FROM t GROUP BY g", 10),
+    ("SELECT g, s, count(*) FROM t GROUP BY g, s", 500),       # 10 x 50, at most the rows
+    ("SELECT k % 7, count(*) FROM t GROUP BY k % 7", 200),     # unknown key: 1/5 of input
+    ("SELECT g, count(*) FROM t WHERE k < 5 GROUP BY g", 5),   # capped by the input
+    ("SELECT count(*) FROM t", 1),
+])
+def test_aggregate_output_from_group_key_distinct_counts(session, sql, rows):
+    assert _estimate(session, sql) == rows
+
+
+@pytest.mark.parametrize("sql, rows", [
+    ("SELECT t.k FROM t JOIN u ON t.g = u.g", 1000),                 # 1000 x 10 / 10
+    ("SELECT t.k FROM t JOIN u ON t.g = u.g WHERE u.g < 5", 500),    # a filtered side
+    ("SELECT t.k FROM t JOIN u ON t.g = u.g WHERE t.k < 100", 100),
+    ("SELECT t.k FROM t LEFT JOIN u ON t.g = u.g AND u.g < 2", 1000),  # the preserved side
+    ("SELECT k FROM t WHERE g IN (SELECT g FROM u WHERE g < 5)", 500),   # semi: 5 of 10
+    ("SELECT k FROM t WHERE g NOT IN (SELECT g FROM u WHERE g < 5)", 500),
+    ("SELECT a.k FROM t a JOIN t b ON a.k = b.k", 1000),               # key to key
+])
+def test_join_output_from_key_domains(session, sql, rows):
+    assert _estimate(session, sql) == rows
+
+
+def test_explain_shows_the_estimate_of_every_operator(session):
+    text = session.sql("SELECT g, count(*) FROM t WHERE k < 250 GROUP BY g").explain()
+    lines = text.splitlines()
+    assert all(re.search(r"rows≈[\d,]+", line) for line in lines), text
+    assert re.search(r"FilterExec: k < 250, rows≈250$", text, re.M), text
+    assert re.search(r"DataSourceExec: .*, rows≈1,000$", text, re.M), text  # thousands
+    assert re.search(r"AggregateExec: .*, rows≈10$", text, re.M), text
+
+
+def test_operators_the_physical_rules_insert_carry_their_input_estimate():
+    s = ps.Session(target_partitions=3)
+    for name, table in _tables().items():
+        s.register(name, table)
+    text = s.sql("SELECT g, count(*) FROM t WHERE k < 250 GROUP BY g ORDER BY g").explain()
+    for operator in ("RepartitionExec", "SortPreservingMergeExec", "SortExec"):
+        line = next(x for x in text.splitlines() if operator + ":" in x)
+        assert "rows≈" in line, text
+    assert re.search(r"AggregateExec: mode=Partial.*rows≈30$", text, re.M), text  # 10 x 3
+
+
+def test_explain_analyze_shows_estimated_beside_actual(session):
+    text = session.sql("SELECT k FROM t WHERE g = 3").explain(analyze=True)
+    assert re.search(r"FilterExec: g = 3, metrics=\[output_rows=100, estimated_rows=100,",
+                     text), text
+    assert "rows≈" not in text  # the estimate is with the metrics, not twice
+
+
+def _joins(session: ps.Session, sql: str) -> list[HashJoinExec]:
+    return [op for _, op in session.sql(sql).physical.walk() if isinstance(op, HashJoinExec)]
+
+
+@pytest.mark.parametrize("kind, sql", [
+    ("inner", "SELECT * FROM {small} a JOIN {big} b ON a.g = b.g"),
+    ("left", "SELECT * FROM {small} a LEFT JOIN {big} b ON a.g = b.g"),
+    ("right", "SELECT * FROM {small} a RIGHT JOIN {big} b ON a.g = b.g"),
+    ("full", "SELECT * FROM {small} a FULL JOIN {big} b ON a.g = b.g"),
+    ("semi", "SELECT * FROM {small} a WHERE g IN (SELECT g FROM {big})"),
+    ("anti", "SELECT * FROM {small} a WHERE NOT EXISTS (SELECT 1 FROM {big} b "
+             "WHERE b.g = a.g)"),
+])
+@pytest.mark.parametrize("flip", [False, True])
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_every_join_type_builds_on_its_smaller_estimated_input(kind, sql, flip, partitions):
+    tables = {"small": pa.table({"g": pa.array([1, 2, None, 2, 5], pa.int64()),
+                                 "v": ["a", "b", "c", "d", "e"]}),
+              "big": pa.table({"g": pa.array([i % 7 if i % 11 else None for i in range(300)],
+                                             pa.int64()),
+                               "w": pa.array(range(300), pa.int64())})}
+    names = {"small": "big", "big": "small"} if flip else {"small": "small", "big": "big"}
+    sql = sql.format(**names)
+    s = ps.Session(target_partitions=partitions)
+    for name, table in tables.items():
+        s.register(name, table)
+    joins = _joins(s, sql)
+    assert len(joins) == 1
+    join = joins[0]
+    assert join.left.row_estimate <= join.right.row_estimate, s.sql(sql).explain()
+    check(sql, tables, target_partitions=partitions)
+
+
+@pytest.mark.parametrize("kind", ["inner", "left", "semi"])
+def test_a_build_side_past_the_threshold_is_partitioned(kind):
+    tables = {"a": pa.table({"g": pa.array(np.arange(2000) % 50, pa.int64())}),
+              "b": pa.table({"g": pa.array(np.arange(3000) % 50, pa.int64())})}
+    sql = {"inner": "SELECT count(*) FROM a JOIN b ON a.g = b.g",
+           "left": "SELECT count(*) FROM a LEFT JOIN b ON a.g = b.g",
+           "semi": "SELECT count(*) FROM a WHERE g IN (SELECT g FROM b)"}[kind]
+    for threshold, mode in ((10_000, "CollectLeft"), (1000, "Partitioned")):
+        s = ps.Session(target_partitions=2)
+        s.set_option("hash_join_single_partition_threshold_rows", threshold)
+        for name, table in tables.items():
+            s.register(name, table)
+        assert f"HashJoinExec: mode={mode}" in s.sql(sql).explain()
+        check(sql, tables, target_partitions=2,
+              hash_join_single_partition_threshold_rows=threshold)
+
+
+def test_a_large_probe_of_a_join_emitting_build_rows_is_not_funnelled_into_one_partition():
+    """A small build that emits its unmatched rows (LEFT JOIN built on the left) would need
+    every probe row in one partition under CollectLeft: a large probe is partitioned."""
+    tables = {"a": pa.table({"g": pa.array(np.arange(20), pa.int64())}),
+              "b": pa.table({"g": pa.array(np.arange(3000) % 40, pa.int64())})}
+    sql = "SELECT count(*), count(b.g) FROM a LEFT JOIN b ON a.g = b.g"
+    s = ps.Session(target_partitions=2)
+    s.set_option("hash_join_single_partition_threshold_rows", 1000)
+    for name, table in tables.items():
+        s.register(name, table)
+    text = s.sql(sql).explain()
+    assert "HashJoinExec: mode=Partitioned, join_type=left" in text, text
+    check(sql, tables, target_partitions=2, hash_join_single_partition_threshold_rows=1000)
