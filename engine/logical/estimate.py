@@ -298,8 +298,37 @@ def join_rows(left: lp.LogicalPlan, right: lp.LogicalPlan,
     left_rows, right_rows = estimate_rows(left), estimate_rows(right)
     if not on:
         return left_rows * right_rows
-    denominator = combined_domain([key_domain(a, left, b, right) for a, b in on])
-    return max(1.0, left_rows * right_rows / denominator)
+    return max(1.0, left_rows * right_rows / join_domain(on, left, right))
+
+
+def join_domain(on, left: lp.LogicalPlan, right: lp.LogicalPlan) -> float:
+    """The domain of an equi-join's whole key: its pairs' (``key_domain``) combined with
+    backoff. A composite key that on each side comes from one table has at most the smaller
+    table's rows: two tables joined on several columns are usually a composite foreign key
+    and the key it references, (l_partkey, l_suppkey) among partsupp's rows (containment,
+    as for single keys). A side whose columns come from several tables (TPC-H Q5's
+    (o_orderkey, s_suppkey)) spans their product: no cap."""
+    domain = combined_domain([key_domain(a, left, b, right) for a, b in on])
+    if len(on) > 1:
+        caps = [_one_table_rows([a for a, _ in on], left),
+                _one_table_rows([b for _, b in on], right)]
+        if None not in caps:
+            domain = min(domain, max(min(caps), 1.0))
+    return domain
+
+
+def _one_table_rows(keys: list[Expr], plan: lp.LogicalPlan) -> float | None:
+    """The source rows of the one scan every key column comes from, or None."""
+    scans = set()
+    for key in keys:
+        found = _origin(plan, key.id) if isinstance(key, Column) else None
+        if found is None:
+            return None
+        scans.add(found[0])
+    if len(scans) != 1:
+        return None
+    rows = next(iter(scans)).source.num_rows()
+    return None if rows is None else float(rows)
 
 
 def combined_domain(domains: list[float]) -> float:

@@ -29,7 +29,7 @@ are reordered within.
 from __future__ import annotations
 
 from plansight.engine.logical import plan as lp
-from plansight.engine.logical.estimate import combined_domain, estimate_rows, key_domain
+from plansight.engine.logical.estimate import estimate_rows, join_domain
 from plansight.engine.logical.expr import Call, Expr, columns_of, conjunction
 from plansight.engine.optimizer.eliminate_cross_joins import flatten_inner_joins, is_inner_join
 
@@ -78,8 +78,8 @@ class _JoinGraph:
         self.relations = relations
         self.rows = [max(estimate_rows(r), 1.0) for r in relations]
         owner = {c.id: i for i, r in enumerate(relations) for c in r.columns}
-        # (i, j) -> the domain of the key joining i and j (its pairs' combined)
-        domains: dict[tuple[int, int], list[float]] = {}
+        # (i, j) -> the key pairs joining i and j, as (i's key, j's key)
+        pairs: dict[tuple[int, int], list[tuple[Expr, Expr]]] = {}
         self.neighbours = [0] * len(relations)
         for conjunct in conjuncts:
             if not (isinstance(conjunct, Call) and conjunct.func == "eq"):
@@ -91,11 +91,13 @@ class _JoinGraph:
             i, j = next(iter(sides[0])), next(iter(sides[1]))
             if i == j:
                 continue
-            ndv = key_domain(a, relations[i], b, relations[j])
-            domains.setdefault((min(i, j), max(i, j)), []).append(ndv)
+            if i > j:
+                i, j, a, b = j, i, b, a
+            pairs.setdefault((i, j), []).append((a, b))
             self.neighbours[i] |= 1 << j
             self.neighbours[j] |= 1 << i
-        self.denominators = {pair: combined_domain(parts) for pair, parts in domains.items()}
+        self.denominators = {(i, j): join_domain(on, relations[i], relations[j])
+                             for (i, j), on in pairs.items()}
 
     def set_rows(self, subset: int) -> float:
         rows = 1.0
