@@ -48,7 +48,7 @@ def _explain(sql: str, partitions: int = 1) -> str:
 
 def _lines(plan: str, operator: str) -> list[str]:
     """``operator``'s lines, without their row estimates (tests of estimates are elsewhere)."""
-    return [re.sub(r",? rows≈[\d,]+", "", x.strip()) for x in plan.splitlines()
+    return [re.sub(r"[,:] rows≈[\d,]+", "", x.strip()) for x in plan.splitlines()
             if x.strip().startswith(operator)]
 
 

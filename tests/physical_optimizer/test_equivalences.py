@@ -88,7 +88,7 @@ def test_requirements_are_matched_through_a_class():
 
 def _aggregate_and_repartitions(plan: str) -> tuple[list[str], list[str]]:
     # without row estimates: the shapes are the point here
-    lines = [re.sub(r",? rows≈[\d,]+", "", line.strip()) for line in plan.splitlines()]
+    lines = [re.sub(r"[,:] rows≈[\d,]+", "", line.strip()) for line in plan.splitlines()]
     return ([x for x in lines if x.startswith("AggregateExec")],
             [x for x in lines if x.startswith("RepartitionExec")])
 
