@@ -27,7 +27,7 @@ from plansight.engine.distributed.shuffle import (
     ShuffleWriterExec,
 )
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
-from plansight.engine.physical.plan import ExecutionPlan
+from plansight.engine.physical.plan import ExecutionPlan, fill_row_estimates
 from plansight.engine.physical.recursive_query import RecursiveQueryExec
 from plansight.engine.physical.repartition import RepartitionExec
 from plansight.engine.physical.sorts.sort_preserving_merge import SortPreservingMergeExec
@@ -95,7 +95,7 @@ def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
             _replace_child(op, child, reader)
         return op
 
-    return cut(plan)
+    return fill_row_estimates(cut(plan))  # the shuffle operators take their input's
 
 
 def _copy(plan: ExecutionPlan) -> ExecutionPlan:
