@@ -173,9 +173,11 @@ def _sink_semi_join(join: lp.Join) -> lp.LogicalPlan:
     used -= right_ids
     for side in ("left", "right"):
         child = getattr(inner, side)
-        # only worth it when the semi join's other input is smaller than the rows it filters;
-        # otherwise the inner join (often the more selective one) should run first
-        if used <= _ids(child) and estimate_rows(join.right) < estimate_rows(child):
+        # the semi join builds on the same input either way and probes ``child`` instead of
+        # the inner join's output: worth it when that is fewer rows (a join that
+        # multiplies, as orders -> lineitem); when the inner join filters (a selective
+        # dimension), the semi join probes its smaller output above it
+        if used <= _ids(child) and estimate_rows(child) <= estimate_rows(inner):
             sunk = _sink_semi_join(replace(join, left=child))
             return replace(inner, **{side: sunk})
     return join
