@@ -52,8 +52,9 @@ def test_an_error_keeps_its_type_and_the_cluster_stays_usable(session, client):
 
 
 def test_cancel_stops_every_task_and_leaves_no_piece(session, client):
-    # 20,000 rows joined on 4 keys: 100M rows to count, far longer than the wait below
-    query = session.sql("SELECT count(*) AS n FROM wide a JOIN wide b ON a.k = b.k")
+    # 20,000 rows joined three ways on 4 keys: 5e11 rows to count, endless for this test
+    query = session.sql("SELECT count(*) AS n FROM wide a JOIN wide b ON a.k = b.k "
+                        "JOIN wide c ON b.k = c.k")
     outcome: list = []
 
     def run():
@@ -65,10 +66,11 @@ def test_cancel_stops_every_task_and_leaves_no_piece(session, client):
     thread = threading.Thread(target=run)
     thread.start()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not any(
+    while time.monotonic() < deadline and thread.is_alive() and not any(
             s["running"] for s in client.run(worker_state).values()):
         time.sleep(0.02)
-    assert any(s["running"] for s in client.run(worker_state).values())
+    states = client.run(worker_state)
+    assert any(s["running"] for s in states.values()), (outcome, states)
     query.cancel()
     thread.join(30)
     assert not thread.is_alive()

@@ -51,13 +51,29 @@ def monitor_html(cell) -> str | None:
     return None
 
 
+# what differs between two runs of one query: the planner's estimate and operator ids
+RUN_SPECIFIC = re.compile(r"[,:] rows≈\d+(?:,\d{3})*|, id=\d+|(?<=HashJoin)\[\d+\]")
+
+
 def monitor_rows(html: str) -> list[tuple[str, int]]:
-    return [(unescape(label), int(rows.replace(",", "")))
+    return [(RUN_SPECIFIC.sub("", unescape(label)), int(rows.replace(",", "")))
             for label, _, _, rows in MONITOR_ROW.findall(html)]
 
 
 def analyze_rows(text: str) -> list[tuple[str, int]]:
-    return [(label, int(rows)) for _, label, rows in ANALYZE_LINE.findall(text)]
+    return [(RUN_SPECIFIC.sub("", label), int(rows))
+            for _, label, rows in ANALYZE_LINE.findall(text)]
+
+
+def fresh_run_rows(cell) -> list[tuple[str, int]]:
+    """(operator, output rows) of the cell's query run again on the tutorial's data, with
+    the cell's --partitions (else one per CPU, the kernel session's default)."""
+    options, _ = split_options(cell.source.splitlines()[0][len("%%query"):])
+    partitions = re.search(r"--partitions (\d+)", options)
+    session = ps.Session(target_partitions=int(partitions.group(1)) if partitions
+                         else os.cpu_count())
+    load_sample(session, "tpch", 0.01)
+    return analyze_rows(session.sql(cell.source.split("\n", 1)[1]).execute().explain_analyze())
 
 
 def query_cells(notebook):
@@ -89,21 +105,20 @@ def test_saved_widget_state_holds_the_final_snapshots(tour):
     assert all("finished" in value for value in values)
 
 
-def test_monitor_row_counts_equal_explain_analyze(tour):
+def test_analyze_shows_the_plan_once_with_every_metric(tour):
+    """--analyze: the monitor keeps the metrics column and no EXPLAIN ANALYZE text is
+    printed again; its row counts are what the engine reports."""
     (cell,) = [cell for cell in query_cells(tour) if "--analyze" in cell.source.splitlines()[0]]
     printed = "".join(o.text for o in cell.outputs if o.output_type == "stream"
                       and o.name == "stdout")
-    expected = analyze_rows(printed)
-    assert expected and monitor_rows(monitor_html(cell)) == expected
+    assert "metrics=[" not in printed
+    html = monitor_html(cell)
+    assert "class='plansight-metrics'" in html and "elapsed_compute" not in html
+    expected = fresh_run_rows(cell)
+    assert expected and monitor_rows(html) == expected
 
 
 def test_monitor_row_counts_equal_a_fresh_run(tour):
     """Each operator's final row count in the saved snapshot is what the engine reports."""
     (cell,) = [cell for cell in query_cells(tour) if "count_order" in cell.source]
-    options, _ = split_options(cell.source.splitlines()[0][len("%%query"):])
-    assert "--partitions" not in options  # the kernel's session default: one per CPU
-    sql = cell.source.split("\n", 1)[1]
-    session = ps.Session(target_partitions=os.cpu_count())
-    load_sample(session, "tpch", 0.01)
-    run = session.sql(sql).execute()
-    assert monitor_rows(monitor_html(cell)) == analyze_rows(run.explain_analyze())
+    assert monitor_rows(monitor_html(cell)) == fresh_run_rows(cell)
