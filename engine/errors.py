@@ -42,6 +42,12 @@ class ResourcesExhausted(ExecutionError):
     """The memory pool refused a reservation and the consumer cannot spill."""
 
 
+class WorkerLost(ExecutionError):
+    """A cluster worker died or restarted during the query and took data the query needs
+    with it (a scattered table, a stage's pieces). Nothing wrong with the query: the session
+    ships its tables again and runs it once more before raising this."""
+
+
 class Cancelled(PlansightError):
     """The query was cancelled (Query.cancel() or a kernel interrupt)."""
 

@@ -8,7 +8,9 @@ Client is used as given. Each in-memory table a query reads is scattered to the 
 once per session and kept there while the session holds it; Parquet, CSV and IPC tables
 travel as paths and are read by the workers. A scattered table is copied to every worker
 (Dask places a task where its data is: a table held by one worker would draw every scan of
-it to that worker).
+it to that worker). A worker that dies can take a table with it (Dask keeps one replica of
+data no task waits for): a table the cluster lost is shipped again, and a query that lost
+data mid-run (WorkerLost) runs once more before the error reaches the user.
 
 Dask is optional (``pip install plansight[distributed]``): it is imported here, on first use.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from plansight.errors import PlanError
+from plansight.errors import PlanError, WorkerLost
 
 
 class ClusterConnection:
@@ -36,13 +38,22 @@ class ClusterConnection:
         with self._lock:
             for source in sources:
                 entry = self.scattered.get(id(source))
-                if entry is None or entry[0] is not source:
+                if entry is None or entry[0] is not source or entry[2].status != "finished":
+                    # new, or lost with the workers that held it ("lost"): ship it (again)
                     key = f"plansight-table-{len(self.scattered) + 1}-{id(source):x}"
                     # on every worker: a table on one worker would draw every scan there
                     future = self.client.scatter(source, hash=False, broadcast=True)
                     entry = self.scattered[id(source)] = (source, key, future)
                 found[id(source)] = (entry[1], entry[2])
         return found
+
+    def forget(self, sources: list) -> None:
+        """Ship ``sources`` again on next use: the cluster may have lost them with a worker
+        (Dask keeps one replica of data no task waits for, so one worker's death can
+        lose a table even though it was copied to every worker)."""
+        with self._lock:
+            for source in sources:
+                self.scattered.pop(id(source), None)
 
     def close(self) -> None:
         self.scattered.clear()
@@ -87,5 +98,9 @@ def run_on_cluster(connection: ClusterConnection, plan, ctx):
     from plansight.engine.distributed.executor import run_staged
     from plansight.engine.distributed.fragment import memory_sources
 
-    tables = connection.tables_for(memory_sources(plan))
-    return run_staged(connection.client, plan, ctx, tables)
+    sources = memory_sources(plan)
+    try:
+        return run_staged(connection.client, plan, ctx, connection.tables_for(sources))
+    except WorkerLost:  # nothing was returned yet: ship the tables again, run once more
+        connection.forget(sources)
+        return run_staged(connection.client, plan, ctx, connection.tables_for(sources))

@@ -15,6 +15,7 @@ from plansight.engine.errors import (
     PlansightError,
     ResourcesExhausted,
     SqlSyntaxError,
+    WorkerLost,
     add_caret,
     caret_snippet,
     did_you_mean,
@@ -23,6 +24,6 @@ from plansight.engine.errors import (
 
 __all__ = [
     "Cancelled", "ExecutionError", "InternalError", "NotSupportedError", "PlanError",
-    "PlansightError", "ResourcesExhausted", "SqlSyntaxError", "add_caret", "caret_snippet",
-    "did_you_mean", "internal_error",
+    "PlansightError", "ResourcesExhausted", "SqlSyntaxError", "WorkerLost", "add_caret",
+    "caret_snippet", "did_you_mean", "internal_error",
 ]

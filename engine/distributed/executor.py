@@ -20,6 +20,7 @@ from __future__ import annotations
 import pickle
 import time
 import uuid
+from concurrent.futures import CancelledError
 from typing import Any
 
 import pyarrow as pa
@@ -43,6 +44,7 @@ from plansight.engine.errors import (
     ExecutionError,
     PlansightError,
     ResourcesExhausted,
+    WorkerLost,
 )
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.physical.plan import ExecutionPlan
@@ -149,6 +151,8 @@ class _Run:
                 wait(pending, timeout=_POLL, return_when="FIRST_COMPLETED")
             except TimeoutError:
                 continue
+            except CancelledError:  # the scheduler dropped a task: see which and why
+                pass
             except (CommClosedError, OSError) as error:
                 raise ExecutionError(f"lost the connection to the cluster: {error}") from None
             failed = [f for f in self.futures if f.status in ("error", "cancelled")]
@@ -158,7 +162,9 @@ class _Run:
 
     def _raise_failure(self, failed: list) -> None:
         if any(f.status == "cancelled" for f in failed):
-            raise Cancelled("query cancelled: its tasks were cancelled on the cluster")
+            self.ctx.check_cancelled()  # the user's cancel, or else the cluster's doing:
+            raise WorkerLost("the cluster dropped the query's tasks: data they need was lost "
+                             "with a worker that died or restarted")
         errors = [f.exception() for f in failed]
         real = [e for e in errors if not isinstance(e, Cancelled)]
         raise translate(real[0] if real else errors[0])

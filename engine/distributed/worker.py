@@ -25,6 +25,7 @@ from distributed.utils import sync
 
 from plansight.engine.distributed.pieces import PieceKey, PieceStore
 from plansight.engine.distributed.task import WorkerEnvironment, environment, install_environment
+from plansight.engine.errors import WorkerLost
 from plansight.engine.exec.memory_pool import MemoryPool
 
 #: The default share of a worker's memory limit its plansight pool may use.
@@ -67,7 +68,11 @@ def fetch_piece(address: str, key: PieceKey) -> bytes | None:
     async def call():
         return await worker.rpc(address).plansight_piece(key=list(key))
 
-    return sync(worker.loop, call)
+    try:
+        return sync(worker.loop, call)
+    except OSError as error:  # CommClosedError too: the worker holding the piece is gone
+        raise WorkerLost(f"cannot fetch a shuffle piece from worker {address} (it died or "
+                         f"restarted): {error}") from None
 
 
 def cancel_query(query_id: str) -> int:
