@@ -121,6 +121,7 @@ class Query:
         self.logical = self.optimized = None
         self.physical: ExecutionPlan | None = None
         self.distributed = False  # True: the plan is staged and runs on config.cluster
+        self.runs_here: str | None = None  # with a cluster set: why this query does not use it
         if statement is not None:
             self._plan()
 
@@ -154,13 +155,22 @@ class Query:
             raise internal_error(e, "planning") from e
 
     def _stage(self) -> None:
-        """On a cluster: cut the plan into stages (shown by EXPLAIN, run by the workers);
-        a plan that cannot run in stages (a recursive query) runs here."""
-        from plansight.engine.distributed.stages import can_distribute, plan_stages
+        """On a cluster: cut the plan into stages (shown by EXPLAIN, run by the workers).
+        A plan that cannot run in stages (a recursive query) runs here, and so does a small
+        one (``cluster_min_rows``): EXPLAIN says which and why."""
+        from plansight.engine.distributed.stages import can_distribute, plan_stages, rows_read
 
-        if can_distribute(self.physical):
-            self.physical = plan_stages(self.physical)
-            self.distributed = True
+        if not can_distribute(self.physical):
+            self.runs_here = "a recursive query runs in this process"
+            return
+        rows, least = rows_read(self.physical), self.config.cluster_min_rows
+        if rows is not None and rows < least:
+            self.runs_here = (f"runs in this process: its sources hold about {rows:,.0f} "
+                              f"rows, fewer than cluster_min_rows ({least:,}); "
+                              "SET cluster_min_rows = 0 sends every query to the cluster")
+            return
+        self.physical = plan_stages(self.physical)
+        self.distributed = True
 
     def _run_constant(self, plan: LogicalPlan) -> pa.Table:
         """An uncorrelated subquery whose value planning needs (a window frame offset),
@@ -308,7 +318,8 @@ class Query:
             return self.execute().explain_analyze()
         if logical:
             return format_plan(self.optimized)
-        return format_physical(self.physical)
+        text = format_physical(self.physical)
+        return f"{text}\n-- {self.runs_here}" if self.runs_here else text
 
     def __repr__(self) -> str:
         return f"<plansight.Query {self.sql.strip()[:60]!r}>"

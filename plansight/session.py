@@ -131,6 +131,7 @@ OPTIONS = {
     "optimizer": _boolean("optimizer"),  # false: only the rules a plan needs (reference plans)
     "recursive_cte_max_iterations": _positive_int("recursive_cte_max_iterations"),
     "cluster": _cluster,
+    "cluster_min_rows": _non_negative_int("cluster_min_rows"),  # smaller queries run here
 }
 _ALIASES = {"threads": "target_partitions", "temp_directory": "spill_dir"}
 

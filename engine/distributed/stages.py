@@ -57,6 +57,15 @@ def can_distribute(plan: ExecutionPlan) -> bool:
     return not any(isinstance(op, RecursiveQueryExec) for _, op in plan.walk())
 
 
+def rows_read(plan: ExecutionPlan) -> float | None:
+    """The rows the plan's sources hold (their estimates summed); None when a source
+    cannot say (it could be large). What decides whether a query is worth a cluster."""
+    leaves = [op for _, op in plan.walk() if not op.children()]
+    if any(op.row_estimate is None for op in leaves):
+        return None
+    return sum(op.row_estimate for op in leaves)
+
+
 def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
     """A copy of ``plan`` with each exchange cut into a ShuffleWriterExec /
     ShuffleReaderExec pair (``plan`` itself is unchanged: it still runs locally).

@@ -40,9 +40,19 @@ def assert_equal_to_local(got: pa.Table, local: pa.Table, sql: str = "") -> None
         assert _close(a, b), f"row {i} differs: cluster {a}, local {b}\n  SQL: {sql}"
 
 
-def tpch_sessions(tpch_dir, **options) -> ps.Session:
-    """A session at 4 partitions reading the TPC-H Parquet files in ``tpch_dir`` by path."""
-    session = ps.Session(target_partitions=4, **options)
+def cluster_session(cluster, target_partitions: int = 4) -> ps.Session:
+    """A session that sends every query to ``cluster``, however small (the test tables are
+    far below the rows a query needs to go there by default)."""
+    session = ps.Session(target_partitions=target_partitions, cluster=cluster)
+    session.set_option("cluster_min_rows", 0)
+    return session
+
+
+def tpch_sessions(tpch_dir, cluster=None) -> ps.Session:
+    """A session at 4 partitions reading the TPC-H Parquet files in ``tpch_dir`` by path
+    (every query on ``cluster`` when one is given)."""
+    session = cluster_session(cluster) if cluster is not None else \
+        ps.Session(target_partitions=4)
     for name in sorted(os.listdir(tpch_dir)):
         session.register_parquet(name.split(".")[0], os.path.join(tpch_dir, name))
     return session

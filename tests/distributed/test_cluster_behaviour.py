@@ -14,11 +14,12 @@ from plansight.engine.distributed.executor import translate
 from plansight.engine.distributed.worker import worker_state
 from plansight.engine.exec.events import BatchProduced, OperatorFinished, QueryFinished
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
+from tests.distributed.helpers import cluster_session
 
 
 @pytest.fixture(scope="module")
 def session(client):
-    session = ps.Session(target_partitions=4, cluster=client)
+    session = cluster_session(client)
     session.register("words", pa.table({"s": ["1", "2", "x", "4"] * 50, "k": range(200)}))
     keys = pa.array([i % 4 for i in range(20_000)], pa.int64())
     session.register("wide", pa.table({"k": keys, "v": pa.array(range(20_000), pa.int64())}))
@@ -131,7 +132,7 @@ def test_a_dead_worker_is_resources_exhausted_naming_it():
 
 
 def test_local_n_starts_and_stops_a_loopback_cluster():
-    session = ps.Session(target_partitions=2, cluster="local:1")
+    session = cluster_session("local:1", target_partitions=2)
     session.register("t", pa.table({"x": [1, 2, 3]}))
     try:
         assert session.sql("SELECT sum(x) AS s FROM t").to_arrow().to_pydict() == {"s": [6]}
@@ -155,6 +156,7 @@ def test_the_magic_runs_a_cell_on_the_cluster(client, capsys):
     if "query" not in shell.magics_manager.magics["cell"]:
         shell.run_line_magic("load_ext", "plansight")
     session = ps.Session(target_partitions=2)
+    session.set_option("cluster_min_rows", 0)  # a 4-row table goes to the cluster too
     session.register("t", pa.table({"k": [1, 2, 1, 3]}))
     set_session(session)
     address = client.scheduler.address  # connected by address: a client of its own

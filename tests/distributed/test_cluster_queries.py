@@ -17,7 +17,7 @@ from plansight.datasets import TPCH_QUERIES
 from tests.differential import corpus
 from tests.differential.harness import assert_same, has_top_level_order_by, run_duckdb
 from tests.differential.tables import ALL
-from tests.distributed.helpers import assert_equal_to_local, tpch_sessions
+from tests.distributed.helpers import assert_equal_to_local, cluster_session, tpch_sessions
 
 
 def _host(address: str) -> str:
@@ -81,7 +81,7 @@ def _corpus():
 @pytest.fixture(scope="module")
 def corpus_sessions(client):
     """Every differential table, registered once: scattered to the cluster once."""
-    cluster = ps.Session(target_partitions=4, cluster=client)
+    cluster = cluster_session(client)
     local = ps.Session(target_partitions=4)
     for name, table in ALL.items():
         cluster.register(name, table)

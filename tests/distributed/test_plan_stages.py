@@ -13,6 +13,7 @@ from plansight.datasets import TPCH_QUERIES, tpch
 from plansight.engine.distributed.shuffle import ShuffleReaderExec, ShuffleWriterExec
 from plansight.engine.distributed.stages import plan_stages, stages_of
 from plansight.engine.physical.repartition import RepartitionExec
+from tests.distributed.helpers import cluster_session
 
 SHAPE = re.compile(r"Shuffle|CoalescePartitionsExec|SortPreservingMergeExec|HashJoinExec")
 
@@ -33,7 +34,7 @@ def stage_shape(explain: str) -> str:
 
 @pytest.fixture(scope="module")
 def session():
-    session = ps.Session(target_partitions=4, cluster="local:2")
+    session = cluster_session("local:2")
     for name, table in tpch(0.01).items():
         session.register(name, table)
     return session
@@ -174,3 +175,27 @@ def test_a_recursive_query_stays_local():
                         "WHERE n < 5) SELECT sum(n) AS s FROM r")
     assert not query.distributed and "Shuffle" not in query.explain()
     assert query.to_arrow().to_pydict() == {"s": [15]}
+
+
+def test_small_queries_stay_here_unless_asked():
+    """Dispatching stages costs about 0.1 s: a query over fewer rows than cluster_min_rows
+    runs in this process, and EXPLAIN says so and how to send it anyway."""
+    session = ps.Session(target_partitions=2, cluster="local:2")  # never started: planning
+    session.register("small", pa.table({"k": [1, 2, 1], "v": [1.0, 2.0, 3.0]}))
+    session.register("big", pa.table({"k": pa.array(range(5000))}))
+    sql = "SELECT s.k, count(*) AS n FROM small s JOIN big b ON s.k = b.k GROUP BY s.k"
+    here = session.sql(sql)
+    assert not here.distributed and "Shuffle" not in here.explain()
+    assert here.explain().endswith(
+        "-- runs in this process: its sources hold about 5,003 rows, fewer than "
+        "cluster_min_rows (1,000,000); SET cluster_min_rows = 0 sends every query to the "
+        "cluster")
+    assert here.to_arrow().sort_by("k").to_pydict() == {"k": [1, 2], "n": [2, 1]}
+    session.sql("SET cluster_min_rows = 5003")  # the sum of both sources decides
+    assert session.sql(sql).distributed and "Shuffle" in session.sql(sql).explain()
+    assert not session.sql("SELECT * FROM small").distributed  # 3 rows
+    with pytest.raises(ps.errors.PlanError, match="cluster_min_rows"):
+        session.set_option("cluster_min_rows", -1)
+    no_cluster = ps.Session(target_partitions=2)
+    no_cluster.register("small", pa.table({"k": [1]}))
+    assert "runs in this process" not in no_cluster.sql("SELECT * FROM small").explain()

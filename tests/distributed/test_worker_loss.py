@@ -11,7 +11,7 @@ import time
 import pyarrow as pa
 
 import plansight as ps
-from tests.distributed.helpers import assert_equal_to_local
+from tests.distributed.helpers import assert_equal_to_local, cluster_session
 
 QUERIES = [
     "SELECT k, sum(v) AS s, count(*) AS n FROM facts GROUP BY k",  # scan + shuffle
@@ -39,7 +39,7 @@ def test_queries_survive_every_worker_dying_between_them():
                       "v": pa.array([None if i % 11 == 0 else i for i in range(5_000)])})
     dims = pa.table({"k": pa.array(range(7), pa.int64()),
                      "name": [f"d{i}" for i in range(7)]})
-    cluster = ps.Session(target_partitions=3, cluster="local:2")
+    cluster = cluster_session("local:2", target_partitions=3)
     local = ps.Session(target_partitions=3)
     for session in (cluster, local):
         session.register("facts", facts)
