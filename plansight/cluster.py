@@ -18,9 +18,12 @@ Dask is optional (``pip install plansight[distributed]``): it is imported here, 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from plansight.errors import PlanError, WorkerLost
+
+_SHIP_ATTEMPTS = 4  # tries to scatter a table while the cluster's workers change
 
 
 class ClusterConnection:
@@ -41,11 +44,23 @@ class ClusterConnection:
                 if entry is None or entry[0] is not source or entry[2].status != "finished":
                     # new, or lost with the workers that held it ("lost"): ship it (again)
                     key = f"plansight-table-{len(self.scattered) + 1}-{id(source):x}"
-                    # on every worker: a table on one worker would draw every scan there
-                    future = self.client.scatter(source, hash=False, broadcast=True)
+                    future = self._ship(source)
                     entry = self.scattered[id(source)] = (source, key, future)
                 found[id(source)] = (entry[1], entry[2])
         return found
+
+    def _ship(self, source):
+        """``source`` on every worker (a table on one worker would draw every scan there).
+        The scheduler refuses while a worker joins or leaves (a KeyError naming it): try
+        again when the membership settled."""
+        for attempt in range(_SHIP_ATTEMPTS):
+            try:
+                return self.client.scatter(source, hash=False, broadcast=True)
+            except (KeyError, OSError) as error:
+                failure = error
+                time.sleep(0.5 * (attempt + 1))
+        raise WorkerLost(f"could not ship a table to the cluster while its workers changed: "
+                         f"{type(failure).__name__}: {failure}")
 
     def forget(self, sources: list) -> None:
         """Ship ``sources`` again on next use: the cluster may have lost them with a worker

@@ -56,6 +56,7 @@ from plansight.engine.exec.events import (
     RepartitionOutput,
     ReservationChanged,
     SpillWritten,
+    TaskFinished,
 )
 from plansight.engine.exec.memory_pool import format_bytes
 from plansight.engine.exec.metrics import format_metric
@@ -63,6 +64,12 @@ from plansight.engine.physical.plan import displayed_operators, operator_label, 
 from plansight.engine.physical.scan import DataSourceExec
 from plansight.errors import Cancelled
 from plansight.widgets.plan_graph import render_plan_svg
+from plansight.widgets.worker_view import (
+    WorkerState,
+    busiest,
+    worker_lines,
+    worker_table_html,
+)
 
 _CONSUMER = re.compile(r"([A-Za-z]+)")  # a memory consumer's operator name prefix
 MAX_SKEW_PARTITIONS = 32  # partitions drawn per repartition; the rest are summarised
@@ -164,6 +171,8 @@ class MonitorSnapshot:
     # every metric each operator recorded so far (totals over partitions): EXPLAIN
     # ANALYZE's numbers, shown in the table's metrics column under --analyze
     metrics: dict[int, dict[str, float]] = field(default_factory=dict)
+    # on a cluster: what each worker's tasks did (empty for a local run)
+    workers: dict[str, WorkerState] = field(default_factory=dict)
 
 
 class QueryMonitor:
@@ -213,6 +222,7 @@ class QueryMonitor:
         self._owners: dict[str, int] = {}  # memory consumer -> operator id, while it holds
         self._spill_feed: deque[SpillEntry] = deque(maxlen=MAX_SPILL_FEED)
         self._repartition_bytes: dict[int, tuple[int, ...]] = {}
+        self._workers: dict[str, WorkerState] = {}
         self._repartitions_done: set[int] = set()
         self._consumers_of = consumers_of_exchanges(query.physical)
         self._lock = threading.Lock()
@@ -275,6 +285,8 @@ class QueryMonitor:
                         event.bytes_per_partition)
                 if event.final:
                     self._repartitions_done.add(event.operator_id)
+            elif isinstance(event, TaskFinished):
+                self._workers.setdefault(event.worker, WorkerState()).add(event)
             elif isinstance(event, QueryStarted):
                 self._status, self._start = "running", event.time
             elif isinstance(event, QueryFinished):
@@ -347,6 +359,7 @@ class QueryMonitor:
                 phases=self._phases(operators, scanned),
                 repartition_bytes=dict(self._repartition_bytes),
                 repartitions_done=frozenset(self._repartitions_done), metrics=metrics,
+                workers={name: state.copy() for name, state in self._workers.items()},
                 repartition_times={
                     rep: _times_per_partition(operators, self._consumers_of.get(rep, ()),
                                               len(rows))
@@ -727,6 +740,10 @@ def render_summary_text(snap: MonitorSnapshot, plan) -> str:
         if summary["skewed"]:
             lines.append(f"skewed: RepartitionExec #{operator_id} partition "
                          f"{summary['worst']} has {summary['max']:,} rows")
+    top, skewed = busiest(snap.workers)
+    if skewed:
+        lines.append(f"skewed: worker {top} ran {snap.workers[top].busy * 1000:.1f} ms of tasks, "
+                     f"≥ {SKEW_FACTOR}× the median worker")
     if snap.error:
         lines.append(f"error: {snap.error}")
     return "\n".join(lines)
@@ -759,6 +776,7 @@ def render_text(snap: MonitorSnapshot, plan) -> str:
         times = snap.repartition_times.get(operator_id, ())
         if any(times):
             lines.append(f"  time per partition: {_time_quantiles(times)}")
+    lines += worker_lines(snap.workers)
     for entry in snap.spill_feed[-_SPILL_FEED_SHOWN:]:  # the newest; the headline counts all
         lines.append(f"spill at {entry.at:.2f} s: {entry.operator}[{entry.partition}] "
                      f"{format_bytes(entry.bytes)}, {entry.rows:,} rows")
@@ -936,6 +954,8 @@ def render_html(snap: MonitorSnapshot, plan, cancel_hint: bool = True,
         parts.append(_skew_html(operator_id, rows, snap.repartition_bytes.get(operator_id, ()),
                                 live=operator_id not in snap.repartitions_done,
                                 times=snap.repartition_times.get(operator_id, ())))
+    if snap.workers:
+        parts.append(worker_table_html(snap.workers))
     if snap.spill_feed:
         parts.append(_spill_feed_html(snap))
     if snap.error:

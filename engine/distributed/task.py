@@ -33,7 +33,7 @@ from plansight.engine.errors import (
     internal_error,
 )
 from plansight.engine.exec.context import SessionConfig, TaskContext
-from plansight.engine.exec.events import EventBus
+from plansight.engine.exec.events import EventBus, TaskFinished
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.exec.metrics import PartitionMetrics
 from plansight.engine.physical.plan import ExecutionPlan, operator_of
@@ -219,6 +219,10 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
         batches = list(plan.execute(partition, ctx))
         output = None if plan.name == "ShuffleWriterExec" else \
             pa.Table.from_batches(batches, schema=plan.schema)
+        if bus.active:
+            bus.publish(TaskFinished(env.address, spec.stage_id, partition,
+                                     _rows_out(plan, output, ctx), time.perf_counter() - started,
+                                     pool.peak))
     except Exception as error:  # noqa: BLE001 (re-raised as a plansight error)
         raise _portable(ctx.fail(error)) from None
     finally:
@@ -233,6 +237,14 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
         env.end_task(spec.query_id, flag)
     return TaskResult(spec.stage_id, partition, env.address,
                       ctx.metrics.partition_metrics(), time.perf_counter() - started, output)
+
+
+def _rows_out(plan: ExecutionPlan, output: pa.Table | None, ctx: TaskContext) -> int:
+    """The rows a task produced: its result's, or what its writer was given to route."""
+    if output is not None:
+        return output.num_rows
+    (child,) = plan.children()
+    return int(ctx.metrics.total(child.operator_id, "output_rows"))
 
 
 def _portable(error: BaseException) -> PlansightError:

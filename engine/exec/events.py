@@ -142,6 +142,22 @@ class SpillRead(Event):
 
 
 @dataclass(frozen=True)
+class TaskFinished(Event):
+    """A task of a plan run on a cluster ended well: worker ``worker`` ran partition
+    ``partition`` of stage ``stage_id`` (0: the final stage) in ``elapsed`` seconds,
+    produced ``rows`` (into shuffle pieces, or the result) and held at most ``peak_memory``
+    bytes. Published on the worker, forwarded to the client with the task's other events:
+    what the monitor's per-worker view is made of."""
+
+    worker: str
+    stage_id: int
+    partition: int
+    rows: int
+    elapsed: float
+    peak_memory: int = 0
+
+
+@dataclass(frozen=True)
 class RepartitionOutput(Event):
     """Rows (and Arrow bytes) routed to each output partition so far. ``final=False``:
     published while routing, at most every ~50 ms; the last one, once every input ended, is

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 distributed = pytest.importorskip("distributed")
+import dask  # noqa: E402 (installed with distributed)
 
 from plansight.datasets import TPCH_QUERIES, tpch_parquet  # noqa: E402
 from tests.distributed.helpers import tpch_sessions  # noqa: E402
@@ -22,9 +23,12 @@ _state: dict = {}
 
 def _cluster():
     if "client" not in _state:
-        cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1,
-                                           processes=True, host="127.0.0.1",
-                                           dashboard_address=None, memory_limit="1GiB")
+        # a worker that stops answering is replaced after a minute, not Dask's five: the
+        # queries it held then run again (WorkerLost) instead of stalling the suite
+        with dask.config.set({"distributed.scheduler.worker-ttl": "60s"}):
+            cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1,
+                                               processes=True, host="127.0.0.1",
+                                               dashboard_address=None, memory_limit="1GiB")
         _state["cluster"], _state["client"] = cluster, distributed.Client(cluster)
     return _state["cluster"], _state["client"]
 
