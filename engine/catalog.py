@@ -187,6 +187,7 @@ class ParquetSource(TableSource):
 
         self.files = _expand(path, (".parquet", ".parq", ".pq"))
         self._dictionaries: dict[str, frozenset[str]] = {}  # per file: _small_dictionaries
+        self._stats: dict[tuple[str, int], dict] = {}  # per row group: _unit_stats
         try:
             self._meta = {f: pq.ParquetFile(f).metadata for f in self.files}
             self.file_schema = pq.ParquetFile(self.files[0]).schema_arrow
@@ -237,7 +238,16 @@ class ParquetSource(TableSource):
             raise PlanError(f"cannot read Parquet file {unit.path!r}: {e}") from e
 
     def unit_stats(self, unit, column):
-        return _row_group_stats(self._meta[unit.path], unit.row_groups[0]).get(column)
+        return self._unit_stats(unit).get(column)
+
+    def _unit_stats(self, unit) -> dict[str, tuple[Any, Any, int | None]]:
+        """Every column's min/max/nulls of a unit's row group, made once per registration:
+        reading them out of the footer took ~0.5 ms per row group and query."""
+        key = (unit.path, unit.row_groups[0])
+        stats = self._stats.get(key)
+        if stats is None:
+            stats = self._stats[key] = _row_group_stats(self._meta[unit.path], key[1])
+        return stats
 
     def _small_dictionaries(self, path: str) -> frozenset[str]:
         """String columns of ``path`` whose every chunk is dictionary-encoded with a small
@@ -310,13 +320,13 @@ class ParquetSource(TableSource):
             return units, 0
         kept = []
         for unit in units:
-            stats = _row_group_stats(self._meta[unit.path], unit.row_groups[0])
+            stats = self._unit_stats(unit)
             if all(_may_match(p, stats) for p in predicates):
                 kept.append(unit)
         return kept, len(units) - len(kept)
 
     def fully_matches(self, unit, predicates):
-        stats = _row_group_stats(self._meta[unit.path], unit.row_groups[0])
+        stats = self._unit_stats(unit)
         return all(_all_match(p, stats) for p in predicates)
 
     def in_order(self, first, second):
