@@ -61,6 +61,21 @@ def hash_bytes(data, start, end):
 
 
 @kernel
+def fnv_each(offsets, data):
+    """FNV-1a of each value ``data[offsets[i]:offsets[i + 1]]``, xor its length (so "ab" + ""
+    and "a" + "b" differ once combined): the repartition's content hash of strings."""
+    n = len(offsets) - 1
+    out = np.empty(n, np.uint64)
+    for i in range(n):
+        h = _FNV_OFFSET
+        for j in range(offsets[i], offsets[i + 1]):
+            h ^= np.uint64(data[j])
+            h *= _FNV_PRIME
+        out[i] = h ^ np.uint64(offsets[i + 1] - offsets[i])
+    return out
+
+
+@kernel
 def slots_for(count):
     """A power of two at least twice ``count`` (load factor <= 1/2)."""
     size = _MIN_SLOTS
