@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from plansight.engine.errors import ExecutionError, PlanError, did_you_mean
 from plansight.engine.functions import comoments
 from plansight.engine.functions.capabilities import capabilities
+from plansight.engine.functions.grouped_kernels import aggregate_by_ids
 from plansight.engine.kernels import decimal as D
 
 NUMERIC_RESULT = {"avg", "mean", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
@@ -138,10 +139,13 @@ def with_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(table.columns, schema=schema)
 
 
-def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]) -> pa.Table:
+def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec],
+                    compiled: bool = True) -> pa.Table:
     """GROUP BY ``keys`` over ``table``; output columns: keys then one per spec, named.
 
     Without keys the result has exactly one row, also for empty input (COUNT = 0, others NULL).
+    ``compiled``: number the groups with the compiled kernels (grouped_kernels.py) when the
+    keys allow; else, and for what those kernels do not cover, Arrow's hash aggregation.
     """
     if not keys:
         if not specs:  # a global aggregate with nothing to compute still makes one group
@@ -165,6 +169,14 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
             index = work.schema.get_field_index(spec.column)
             work = work.set_column(index, spec.column, pa.nulls(work.num_rows, pa.int8()))
     table = work
+    if compiled:
+        result = aggregate_by_ids(table, keys, specs, lambda t, k, s: aggregate_table(
+            t, k, s, compiled=False))
+        if result is not None:
+            columns = result.columns[:len(keys)] + [
+                _cast_result(result.column(len(keys) + i), spec.type)
+                for i, spec in enumerate(specs)]
+            return pa.table(columns, names=result.column_names)
     nan_checks: list[tuple[int, int]] = []  # (spec, position in simple) for MAX over doubles
     overflow_checks: list[tuple[int, int]] = []  # (spec, position) for SUM over integers
     single_checks: list[tuple[int, int]] = []  # (spec, position) for var_pop / stddev_pop

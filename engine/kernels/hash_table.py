@@ -9,6 +9,9 @@ offsets and data buffers, compared byte by byte after the hash). A table holds o
 distinct keys, so its size follows their number, not the rows': it starts small and
 doubles (rehashing the uniques) when half full.
 
+Keys in a narrow range (surrogate keys: order, part, customer numbers) skip the hashing:
+``range_factorize`` indexes an array by ``key - min`` instead.
+
 A join builds a table once over the build keys (``factorize``) and probes it with every
 probe batch (``lookup``: -1 where the key is absent); ``group_rows`` chains the build rows of
 each id (a counting sort: every id's rows in row order) and ``expand`` turns probe ids into
@@ -55,6 +58,21 @@ def hash_bytes(data, start, end):
         h ^= np.uint64(data[i])
         h *= _FNV_PRIME
     return mix(h ^ np.uint64(end - start))
+
+
+@kernel
+def fnv_each(offsets, data):
+    """FNV-1a of each value ``data[offsets[i]:offsets[i + 1]]``, xor its length (so "ab" + ""
+    and "a" + "b" differ once combined): the repartition's content hash of strings."""
+    n = len(offsets) - 1
+    out = np.empty(n, np.uint64)
+    for i in range(n):
+        h = _FNV_OFFSET
+        for j in range(offsets[i], offsets[i + 1]):
+            h ^= np.uint64(data[j])
+            h *= _FNV_PRIME
+        out[i] = h ^ np.uint64(offsets[i + 1] - offsets[i])
+    return out
 
 
 @kernel
@@ -164,6 +182,52 @@ def int_lookup(values, valid, table):
                 ids[i] = found
                 break
             slot = (slot + 1) & mask
+    return ids
+
+
+@kernel
+def range_factorize(values, valid, low, size):
+    """int_factorize for keys known to lie in [low, low + size): the table is an array
+    indexed by ``value - low`` (a perfect hash), so a key costs one access, in key order
+    when the keys are sorted, and the table never grows."""
+    n = len(values)
+    ids = np.empty(n, np.int64)
+    table = np.full(size, -1, np.int64)
+    uniques = np.empty(min(n, size), np.int64)
+    count = 0
+    previous = -1  # as in int_factorize: a run of one key skips the table
+    for i in range(n):
+        if not valid[i]:
+            ids[i] = -1
+            continue
+        if previous >= 0 and values[previous] == values[i]:
+            ids[i] = ids[previous]
+            previous = i
+            continue
+        previous = i
+        slot = values[i] - low
+        found = table[slot]
+        if found == -1:
+            found = count
+            table[slot] = count
+            uniques[count] = values[i]
+            count += 1
+        ids[i] = found
+    return ids, table, uniques[:count].copy()
+
+
+@kernel
+def range_lookup(values, valid, table, low):
+    """Id of each row's key in a range_factorize table, -1 when absent or invalid."""
+    n = len(values)
+    ids = np.empty(n, np.int64)
+    size = len(table)
+    for i in range(n):
+        ids[i] = -1
+        if valid[i]:
+            slot = values[i] - low
+            if slot >= 0 and slot < size:
+                ids[i] = table[slot]
     return ids
 
 

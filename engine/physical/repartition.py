@@ -49,6 +49,8 @@ from plansight.engine.errors import PlanError
 from plansight.engine.exec.compute_clock import CLOCK, waiting
 from plansight.engine.exec.events import RepartitionOutput
 from plansight.engine.exec.spill import SpillWriter, spill_manager
+from plansight.engine.kernels.hash_table import fnv_each
+from plansight.engine.kernels.keys import byte_buffers
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
@@ -113,35 +115,13 @@ def split_by_target(batch: pa.RecordBatch, targets: np.ndarray, count: int):
         offset += int(rows)
 
 
-_FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
-
-
 def _hash_values(dictionary: pa.Array) -> np.ndarray:
-    """Content hash (FNV-1a) of each distinct value, vectorized over the value buffers.
-
-    The loop runs over byte positions, not values: step ``i`` folds byte ``i`` of every value
-    at least ``i + 1`` bytes long. Non-string types hash their canonical text form.
-    """
+    """Content hash (FNV-1a, compiled) of each distinct value; non-string types hash their
+    canonical text form."""
     if not (pa.types.is_string(dictionary.type) or pa.types.is_binary(dictionary.type)):
         dictionary = pc.cast(dictionary, pa.string())
     dictionary = dictionary.fill_null("")  # NULL keys are handled by the caller
-    n = len(dictionary)
-    offsets = np.frombuffer(dictionary.buffers()[1], dtype=np.int32)[
-        dictionary.offset:dictionary.offset + n + 1].astype(np.int64)
-    data_buffer = dictionary.buffers()[2]
-    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else \
-        np.zeros(0, np.uint8)
-    starts, lengths = offsets[:-1], offsets[1:] - offsets[:-1]
-    h = np.full(n, _FNV_OFFSET, dtype=np.uint64)
-    order = np.argsort(-lengths, kind="stable")  # longest first: active values are a prefix
-    sorted_lengths, sorted_starts = lengths[order], starts[order]
-    with np.errstate(over="ignore"):
-        for i in range(int(lengths.max()) if n else 0):
-            active = int(np.searchsorted(-sorted_lengths, -i, side="left"))
-            rows = order[:active]
-            h[rows] = (h[rows] ^ data[sorted_starts[:active] + i]) * _FNV_PRIME
-        h ^= lengths.astype(np.uint64)  # "ab" + "" and "a" + "b" differ by length
-    return h
+    return fnv_each(*byte_buffers(dictionary))
 
 
 def _mix(h: np.ndarray) -> np.ndarray:

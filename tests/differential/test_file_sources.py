@@ -112,3 +112,24 @@ def test_csv_tables(tmp_path, sql):
     # what the CSV reader infers (NULL strings read back as empty) is what DuckDB reads too
     expected = run_duckdb(sql.replace("FROM c", f"FROM read_csv('{path}')"), {})
     assert_same(actual, expected, ordered=has_top_level_order_by(sql), sql=sql)
+
+
+@pytest.mark.parametrize("partitions,batch_size", [(1, 8192), (2, 7), (3, 1)])
+def test_parquet_small_dictionaries_read_as_indices_match_duckdb(tmp_path, partitions,
+                                                                 batch_size):
+    """Flag-like string columns (small dictionaries, NULLs among them) are read as indices
+    and decoded; unique strings (a dictionary as large as the data) are read as values."""
+    n = 600
+    flags = [None if i % 17 == 0 else "ABC"[i % 3] * (1 + i % 2) for i in range(n)]
+    table = pa.table({"id": list(range(n)), "flag": flags,
+                      "note": [f"note number {i} " * 3 for i in range(n)]})
+    path = str(tmp_path / "d.parquet")
+    pq.write_table(table, path, row_group_size=200)
+    session = ps.Session(target_partitions=partitions, batch_size=batch_size)
+    session.register_parquet("d", path)
+    assert session._tables["d"]._small_dictionaries(path) == {"flag"}
+    for sql in ["SELECT flag, count(*), min(note), max(id) FROM d GROUP BY flag",
+                "SELECT id, flag, note FROM d WHERE flag = 'A' OR flag IS NULL",
+                "SELECT flag FROM d"]:
+        assert_same(session.sql(sql).to_arrow(), run_duckdb(sql, {"d": table}), ordered=False,
+                    sql=sql)

@@ -161,3 +161,46 @@ def test_empty_build_or_probe():
     assert _pairs([empty], [pa.array([1, None])]) == []
     assert _pairs([pa.array([1, 1])], [empty]) == []
     assert _pairs([empty, pa.array([], pa.string())], [pa.array([1]), pa.array(["a"])]) == []
+
+
+@pytest.mark.parametrize("case", ["sorted_runs", "random", "with_nulls", "empty", "extremes"])
+def test_range_factorize_and_lookup_equal_a_dict(case):
+    rng = np.random.default_rng(11)
+    values = {"sorted_runs": np.repeat(np.arange(100, 400), 3),
+              "random": rng.integers(-50, 50, 2000),
+              "with_nulls": rng.integers(0, 30, 500),
+              "empty": np.zeros(0),
+              "extremes": np.array([5, 6, 7])}[case].astype(np.int64)
+    valid = rng.random(len(values)) > 0.2 if case == "with_nulls" else \
+        np.ones(len(values), dtype=bool)
+    low = int(values.min()) if len(values) else 0
+    size = int(values.max()) - low + 1 if len(values) else 1
+    ids, table, uniques = ht.range_factorize(values, valid, low, size)
+    assert ids.tolist() == _reference_ids(values, valid).tolist()
+    assert uniques.tolist() == list(dict.fromkeys(values[valid].tolist()))
+    info = np.iinfo(np.int64)
+    probes = np.concatenate([values, values + 1, values - 1,
+                             np.array([info.min, info.max, low - 1, low + size], np.int64)])
+    got = ht.range_lookup(probes, np.ones(len(probes), bool), table, low)
+    position = {v: i for i, v in enumerate(uniques.tolist())}
+    assert got.tolist() == [position.get(v, -1) for v in probes.tolist()]
+
+
+def test_group_ids_number_rows_with_nulls_as_a_group():
+    from plansight.engine.kernels.keys import group_ids
+
+    rng = np.random.default_rng(2)
+    a = [None if x == 0 else int(x) for x in rng.integers(0, 4, 400)]
+    b = [None if x == 0 else f"v{x}" for x in rng.integers(0, 3, 400)]
+    c = [int(x) << 40 for x in rng.integers(0, 3, 400)]  # wide: hashed, not a range
+    for keys in ([a], [b], [c], [a, b], [a, b, c]):
+        arrays = [pa.chunked_array([pa.array(k[:150]), pa.array(k[150:])]) for k in keys]
+        ids, groups = group_ids(arrays)
+        rows = list(zip(*keys))
+        reference = {}
+        for row in rows:
+            reference.setdefault(row, len(reference))
+        assert groups == len(reference)
+        # the same partition of the rows (ids may be numbered differently)
+        pairs = set(zip(ids.tolist(), [reference[row] for row in rows]))
+        assert len(pairs) == groups

@@ -9,9 +9,11 @@
 Keys decide with integers (principle 4). Each key column becomes exact int64 values
 (integers, dates, times, decimals up to 18 digits as scaled integers, floats as canonical
 bits: -0.0 is 0.0 and every NaN one NaN) or bytes (strings, binary), numbered by a numba
-hash table (kernels/hash_table.py) built once per join; the probe looks each batch up in it,
-releasing the GIL. Several columns combine arithmetically into one code, renumbered through
-another table before the code space could overflow int64. Other key types fall back to
+hash table (kernels/hash_table.py) built once per join, or by an array indexed by the key
+when the keys lie in a narrow range (keys.py: surrogate keys skip hashing); the probe looks
+each batch up in it, releasing the GIL. Several columns combine arithmetically into one
+code, renumbered through another table before the code space could overflow int64. Other
+key types fall back to
 Arrow's ``index_in``, which rebuilds its hash set per call, so the join then probes with
 large batches (``needs_large_probes``).
 
@@ -25,7 +27,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.engine.kernels.decimal import fits_int64, unscaled
 from plansight.engine.kernels.hash_table import (
     bytes_factorize,
     bytes_lookup,
@@ -34,81 +35,18 @@ from plansight.engine.kernels.hash_table import (
     int_factorize,
     int_lookup,
 )
+from plansight.engine.kernels.keys import (
+    MAX_CODE,
+    byte_buffers,
+    factorize_ints,
+    int_values,
+    key_kind,
+    lookup_ints,
+    plain,
+    validity,
+)
 
-_MAX_CODE = 1 << 62
-
-
-def _plain(key: pa.Array) -> pa.Array:
-    """Dictionary keys decoded, view and 64-bit-offset-free layouts cast to ones the
-    kernels read."""
-    if isinstance(key, pa.ChunkedArray):
-        key = key.combine_chunks()
-    t = key.type
-    if pa.types.is_dictionary(t):
-        key = key.dictionary_decode()
-        t = key.type
-    if pa.types.is_string_view(t):
-        key = key.cast(pa.large_string())
-    elif pa.types.is_binary_view(t):
-        key = key.cast(pa.large_binary())
-    return key
-
-
-def key_kind(t: pa.DataType) -> str:
-    """"int" (exact int64 values), "bytes" (offsets + data) or "arrow" (Arrow's index_in)."""
-    if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_floating(t) or \
-            pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or \
-            pa.types.is_duration(t):
-        return "int" if not pa.types.is_float16(t) else "arrow"
-    if fits_int64(t):
-        return "int"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
-            pa.types.is_large_binary(t):
-        return "bytes"
-    return "arrow"
-
-
-def _validity(key: pa.Array) -> np.ndarray:
-    if key.null_count == 0:
-        return np.ones(len(key), dtype=bool)
-    return np.asarray(key.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def _fixed_width(key: pa.Array, dtype) -> np.ndarray:
-    """The value buffer as numpy, zero copy (values under NULLs are arbitrary)."""
-    return np.frombuffer(key.buffers()[1], dtype=dtype)[key.offset:key.offset + len(key)]
-
-
-def int_values(key: pa.Array) -> np.ndarray:
-    """An "int" kind key as exact int64 values (arbitrary where NULL)."""
-    t = key.type
-    if len(key) == 0:
-        return np.empty(0, dtype=np.int64)
-    if pa.types.is_boolean(t):
-        return np.asarray(key.cast(pa.int8()).fill_null(0).to_numpy(), dtype=np.int64)
-    if pa.types.is_floating(t):
-        values = _fixed_width(key, np.float64 if t.bit_width == 64 else np.float32)
-        values = values.astype(np.float64) + 0.0  # -0.0 + 0.0 is 0.0: one key
-        values[np.isnan(values)] = np.nan  # one NaN bit pattern
-        return values.view(np.int64)
-    if pa.types.is_decimal128(t):
-        return unscaled(key)  # precision <= 18: the scaled integer
-    if pa.types.is_integer(t):
-        return _fixed_width(key, t.to_pandas_dtype()).astype(np.int64, copy=False)
-    return _fixed_width(key, np.int64 if t.bit_width == 64 else np.int32).astype(
-        np.int64, copy=False)
-
-
-def byte_buffers(key: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """A "bytes" kind key as (int64 offsets into data, uint8 data)."""
-    if len(key) == 0:
-        return np.zeros(1, dtype=np.int64), np.empty(0, np.uint8)
-    large = pa.types.is_large_string(key.type) or pa.types.is_large_binary(key.type)
-    offsets = np.frombuffer(key.buffers()[1], dtype=np.int64 if large else np.int32)
-    offsets = offsets[key.offset:key.offset + len(key) + 1].astype(np.int64)
-    data = key.buffers()[2]
-    data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
-    return offsets, data
+_MAX_CODE = MAX_CODE  # its own name: tests force the renumbering path by lowering it
 
 
 class ColumnLookup:
@@ -119,7 +57,7 @@ class ColumnLookup:
     """
 
     def __init__(self, key: pa.Array, null_equal: bool):
-        key = _plain(key)
+        key = plain(key)
         self.type, self.kind = key.type, key_kind(key.type)
         self.needs_large_probes = self.kind == "arrow"
         self.null_code: int | None = None
@@ -130,9 +68,9 @@ class ColumnLookup:
             self.cardinality = len(self.uniques)
             self.build_codes = self._arrow_codes(key)
             return
-        valid = _validity(key)
+        valid = validity(key)
         if self.kind == "int":
-            ids, self.table, _ = int_factorize(int_values(key), valid)
+            ids, self.table, _, self.low = factorize_ints(int_values(key), valid)
         else:
             self.build_buffers = byte_buffers(key)
             self.build_array = key  # keeps the buffers the table refers to alive
@@ -152,16 +90,16 @@ class ColumnLookup:
 
     def lookup(self, key: pa.Array) -> np.ndarray:
         """The build code of each probe value, -1 where it has none."""
-        key = _plain(key)
+        key = plain(key)
         if key.type != self.type:
             key = key.cast(self.type)  # the binder gives both sides one type; be safe
         if self.kind == "arrow":
             return self._arrow_codes(key)
-        valid = _validity(key)
+        valid = validity(key)
         if self.cardinality == 0:
             return np.full(len(key), -1, dtype=np.int64)
         if self.kind == "int":
-            ids = int_lookup(int_values(key), valid, self.table)
+            ids = lookup_ints(int_values(key), valid, self.table, self.low)
         else:
             offsets, data = byte_buffers(key)
             ids = bytes_lookup(offsets, data, valid, self.slots, self.first, self.hashes,
@@ -189,9 +127,10 @@ class KeyIndex:
             self.compress.append(compress)
         codes = np.where(valid, codes, -1) if codes is not None else np.empty(0, np.int64)
         self.dense: np.ndarray | None = None  # table numbering the combined codes
+        self.dense_low: int | None = None
         if len(keys) > 1:
             # combined codes are sparse in a product space: number the ones that occur
-            codes, self.dense, uniques = int_factorize(codes, valid)
+            codes, self.dense, uniques, self.dense_low = factorize_ints(codes, valid)
             groups = len(uniques)
         else:
             groups = self.lookups[0].cardinality if keys else 0
@@ -253,4 +192,4 @@ class KeyIndex:
                 codes = np.maximum(ids, 0)
         if self.dense is None or self.num_rows == 0:
             return np.full(n, -1, dtype=np.int64), null_key
-        return int_lookup(codes, found, self.dense), null_key
+        return lookup_ints(codes, found, self.dense, self.dense_low), null_key

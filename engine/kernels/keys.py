@@ -1,0 +1,190 @@
+"""Key columns as integers: the encoding shared by hash joins and hash aggregation.
+
+    key column ──int kind: exact int64 values──┐
+               ──bytes kind: offsets + data────┴─hash table (hash_table.py)─▶ dense codes
+    several columns: codes combined (c₁·k₂ + c₂ ...) ──hash table──▶ one dense id per row
+
+Each key column becomes exact int64 values (integers, dates, times, decimals up to 18 digits
+as scaled integers, floats as canonical bits: -0.0 is 0.0 and every NaN one NaN) or bytes
+(strings, binary); other types ("arrow" kind) are left to Arrow's own kernels. ``group_ids``
+numbers the distinct rows of several key columns, a NULL being a value of its own (GROUP
+BY's rule); the join's KeyIndex numbers its build keys the same way and keeps the tables
+to probe them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from plansight.engine.kernels.decimal import fits_int64, unscaled
+from plansight.engine.kernels.hash_table import (
+    bytes_factorize,
+    int_factorize,
+    int_lookup,
+    range_factorize,
+    range_lookup,
+)
+
+#: combined codes are renumbered before their space could pass this (int64 stays exact)
+MAX_CODE = 1 << 62
+#: the largest array a range table may take (entries; 8 bytes each)
+MAX_RANGE_SLOTS = 1 << 26
+
+
+def key_range(values: np.ndarray, valid: np.ndarray) -> tuple[int, int] | None:
+    """(low, size) when the valid keys span at most ~4 slots per row (a hash table takes 2
+    to 4 slots of 16 bytes per distinct key), else None: hash them."""
+    kept = values if valid.all() else values[valid]
+    if len(kept) == 0:
+        return None
+    low, high = int(kept.min()), int(kept.max())
+    size = high - low + 1
+    if size > 4 * len(kept) + 1024 or size > MAX_RANGE_SLOTS:
+        return None
+    return low, size
+
+
+def factorize_ints(values: np.ndarray, valid: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int | None]:
+    """(id per row or -1, table, uniques, low): ``int_factorize``, or ``range_factorize``
+    (then ``low`` is the range's start, else None) when the keys lie in a narrow range."""
+    span = key_range(values, valid)
+    if span is None:
+        ids, table, uniques = int_factorize(values, valid)
+        return ids, table, uniques, None
+    ids, table, uniques = range_factorize(values, valid, span[0], span[1])
+    return ids, table, uniques, span[0]
+
+
+def lookup_ints(values: np.ndarray, valid: np.ndarray, table: np.ndarray,
+                low: int | None) -> np.ndarray:
+    """The id of each row's key in a ``factorize_ints`` table, -1 when absent or invalid."""
+    if low is None:
+        return int_lookup(values, valid, table)
+    return range_lookup(values, valid, table, low)
+
+
+def plain(key: pa.Array) -> pa.Array:
+    """Dictionary keys decoded, view and 64-bit-offset-free layouts cast to ones the
+    kernels read."""
+    if isinstance(key, pa.ChunkedArray):
+        key = key.combine_chunks()
+    t = key.type
+    if pa.types.is_dictionary(t):
+        key = key.dictionary_decode()
+        t = key.type
+    if pa.types.is_string_view(t):
+        key = key.cast(pa.large_string())
+    elif pa.types.is_binary_view(t):
+        key = key.cast(pa.large_binary())
+    return key
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def key_kind(t: pa.DataType) -> str:
+    """"int" (exact int64 values), "bytes" (offsets + data) or "arrow" (Arrow's index_in)."""
+    if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_floating(t) or \
+            pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or \
+            pa.types.is_duration(t):
+        return "int" if not pa.types.is_float16(t) else "arrow"
+    if fits_int64(t):
+        return "int"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
+            pa.types.is_large_binary(t):
+        return "bytes"
+    return "arrow"
+
+
+def validity(key: pa.Array) -> np.ndarray:
+    if key.null_count == 0:
+        return np.ones(len(key), dtype=bool)
+    return np.asarray(key.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def fixed_width(key: pa.Array, dtype) -> np.ndarray:
+    """The value buffer as numpy, zero copy (values under NULLs are arbitrary)."""
+    return np.frombuffer(key.buffers()[1], dtype=dtype)[key.offset:key.offset + len(key)]
+
+
+def int_values(key: pa.Array) -> np.ndarray:
+    """An "int" kind key as exact int64 values (arbitrary where NULL)."""
+    t = key.type
+    if len(key) == 0:
+        return np.empty(0, dtype=np.int64)
+    if pa.types.is_boolean(t):
+        return np.asarray(key.cast(pa.int8()).fill_null(0).to_numpy(), dtype=np.int64)
+    if pa.types.is_floating(t):
+        values = fixed_width(key, np.float64 if t.bit_width == 64 else np.float32)
+        values = values.astype(np.float64) + 0.0  # -0.0 + 0.0 is 0.0: one key
+        values[np.isnan(values)] = np.nan  # one NaN bit pattern
+        return values.view(np.int64)
+    if pa.types.is_decimal128(t):
+        return unscaled(key)  # precision <= 18: the scaled integer
+    if pa.types.is_integer(t):
+        return fixed_width(key, t.to_pandas_dtype()).astype(np.int64, copy=False)
+    return fixed_width(key, np.int64 if t.bit_width == 64 else np.int32).astype(
+        np.int64, copy=False)
+
+
+def byte_buffers(key: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A "bytes" kind key as (int64 offsets into data, uint8 data)."""
+    if len(key) == 0:
+        return np.zeros(1, dtype=np.int64), np.empty(0, np.uint8)
+    large = pa.types.is_large_string(key.type) or pa.types.is_large_binary(key.type)
+    offsets = np.frombuffer(key.buffers()[1], dtype=np.int64 if large else np.int32)
+    offsets = offsets[key.offset:key.offset + len(key) + 1].astype(np.int64)
+    data = key.buffers()[2]
+    data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
+    return offsets, data
+
+
+def column_codes(key: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """(code per row, number of codes) of an "int" or "bytes" kind key column, codes dense
+    in order of first appearance, NULL the last code when present."""
+    chunks = key.chunks if isinstance(key, pa.ChunkedArray) else [key]
+    if key_kind(_plain_type(key.type)) == "int":
+        # one int64 array made chunk by chunk: no combined copy of the column first
+        pieces = [plain(chunk) for chunk in chunks]
+        values = np.concatenate([int_values(p) for p in pieces]) if pieces else \
+            np.empty(0, np.int64)
+        valid = np.concatenate([validity(p) for p in pieces]) if pieces else \
+            np.empty(0, bool)
+        ids, _, uniques, _ = factorize_ints(values, valid)
+        cardinality = len(uniques)
+    else:
+        key = plain(key)
+        valid = validity(key)
+        ids, _, first, _ = bytes_factorize(*byte_buffers(key), valid)
+        cardinality = len(first)
+    if key.null_count:
+        ids[~valid] = cardinality
+        cardinality += 1
+    return ids, cardinality
+
+
+def group_ids(keys: list[pa.Array]) -> tuple[np.ndarray, int]:
+    """(group id per row, number of groups) over the rows of the key columns (each "int"
+    or "bytes" kind, equally long, at least one): equal rows share an id, NULLs equal.
+
+    Example:
+        >>> ids, groups = group_ids([pa.array([3, None, 3, 5]), pa.array(["a", "b", "a", "a"])])
+        >>> ids.tolist(), groups
+        ([0, 1, 0, 2], 3)
+    """
+    codes, groups = column_codes(keys[0])
+    if len(keys) == 1:
+        return codes, groups
+    everything = np.ones(len(codes), dtype=bool)
+    for key in keys[1:]:
+        more, cardinality = column_codes(key)
+        if groups * cardinality >= MAX_CODE:  # renumber the occurring combinations first
+            codes, _, uniques = int_factorize(codes, everything)
+            groups = len(uniques)
+        codes = codes * cardinality + more
+        groups *= cardinality
+    ids, _, uniques, _ = factorize_ints(codes, everything)
+    return ids, len(uniques)
