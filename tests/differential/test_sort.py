@@ -36,7 +36,24 @@ def _table(rows: int, seed: int) -> pa.Table:
     })
 
 
-TABLES = {"r": _table(ROWS, 7), "r_empty": _table(ROWS, 7).slice(0, 0)}
+def _intervals(rows: int, seed: int) -> pa.Table:
+    """INTERVALs written many ways: 1 month, 30 days and 720 hours are equal to DuckDB (it
+    normalizes a month to 30 days before comparing), and so are negative mixes."""
+    rng = np.random.default_rng(seed)
+    hour = 3_600_000_000_000
+    shapes = [(1, 0, 0), (0, 30, 0), (0, 0, 720 * hour), (0, 1, 0), (0, 0, 24 * hour),
+              (0, 0, 36 * hour), (0, 1, 12 * hour), (-1, 45, 0), (0, 15, 0), (12, 0, 0),
+              (0, 360, 0), (0, -1, 0), (0, 0, -hour), (1, -30, 5 * hour), (0, 29, 30 * hour),
+              (2, 0, -1000)]
+    picks = rng.integers(0, len(shapes), rows)
+    values = [pa.MonthDayNano(list(shapes[p])) for p in picks]
+    return pa.table({"id": pa.array(np.arange(rows)),
+                     "iv": pa.array(values, pa.month_day_nano_interval(),
+                                    mask=rng.random(rows) < 0.1)})
+
+
+TABLES = {"r": _table(ROWS, 7), "r_empty": _table(ROWS, 7).slice(0, 0),
+          "iv": _intervals(ROWS // 3, 5), "iv_empty": _intervals(ROWS // 3, 5).slice(0, 0)}
 
 QUERIES = [
     "SELECT * FROM r ORDER BY big",
@@ -50,6 +67,12 @@ QUERIES = [
     "SELECT id, k, f FROM r WHERE k > 2 ORDER BY f, k DESC, id",
     "SELECT k, count(*) AS c FROM r GROUP BY k ORDER BY c DESC, k NULLS FIRST",
     "SELECT * FROM r_empty ORDER BY k, s",
+    # INTERVAL keys order like DuckDB (normalized, a month = 30 days); the text shows that
+    # equal intervals keep their own spelling
+    "SELECT id, iv::VARCHAR AS v FROM iv ORDER BY iv, id",
+    "SELECT id, iv::VARCHAR AS v FROM iv ORDER BY iv DESC NULLS FIRST, id DESC",
+    "SELECT id FROM iv ORDER BY iv NULLS FIRST, id LIMIT 9",
+    "SELECT id FROM iv_empty ORDER BY iv",
 ]
 
 CONFIGS = [pytest.param({"batch_size": b, "target_partitions": p}, id=f"b{b}p{p}")
