@@ -46,8 +46,11 @@ from common import (
 )
 
 ENGINES = ("plansight", "duckdb", "datafusion", "polars", "pandas")
-# opt-in: plansight with target_partitions=1 (one thread: no hash repartition below windows)
-EXTRA_ENGINES = ("plansight_1p",)
+# opt-in: plansight with target_partitions=1 (one thread: no hash repartition below windows);
+# plansight_baseline: the plansight source tree at $PLANSIGHT_BASELINE (an older commit, with
+# symlinks plansight/{engine,magic,widgets,profiling} -> ../<dir>), for before/after runs
+# interleaved query by query
+EXTRA_ENGINES = ("plansight_1p", "plansight_baseline")
 PACKAGES = ("plansight", "pyarrow", "duckdb", "datafusion", "polars", "pandas", "numpy")
 
 
@@ -176,6 +179,7 @@ def _setup_pandas(table: Any) -> Callable[[WindowQuery], int]:
 SETUPS: dict[str, Callable[[Any], Callable[[WindowQuery], int]]] = {
     "plansight": _setup_plansight,
     "plansight_1p": _setup_plansight_1p,
+    "plansight_baseline": _setup_plansight,
     "duckdb": _setup_duckdb,
     "datafusion": _setup_datafusion,
     "polars": _setup_polars,
@@ -184,6 +188,8 @@ SETUPS: dict[str, Callable[[Any], Callable[[WindowQuery], int]]] = {
 
 
 def worker_main(engine: str) -> None:
+    if engine == "plansight_baseline":
+        sys.path.insert(0, os.environ["PLANSIGHT_BASELINE"])
     common.ensure_plansight_importable()
     from plansight.datasets import window_workload
 
