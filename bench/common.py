@@ -7,7 +7,7 @@ pool or an allocator, and a hung or crashed engine can be killed without losing 
     ----------------                           ---------------------------------
     Worker.call({"cmd": "setup", ...})  --->   load data, register tables
     Worker.call({"cmd": "run", ...})    --->   run the query N times, materialize results
-         <--- {"times": [...], "rows": n, "peak_rss": bytes, "base_rss": bytes}
+         <--- {"times": [...], "cpu": [...], "rows": n, "peak_rss": bytes, "base_rss": bytes}
     (no reply within the timeout: the worker's process group is killed, the cell is
     recorded as a timeout, and a fresh worker is started for the next query)
 
@@ -339,15 +339,19 @@ def _status_bytes(field: str) -> int | None:
 
 
 def timed_runs(run: Callable[[], int], repeat: int) -> dict[str, Any]:
-    """Call ``run`` (which returns a row count) ``repeat`` times; times and peak memory."""
-    times = []
+    """Call ``run`` (which returns a row count) ``repeat`` times; wall times, CPU times (the
+    whole process, every thread: comparable between engines on a loaded machine, where wall
+    time mostly measures the neighbours) and peak memory."""
+    times, cpu = [], []
     rows = None
     with PeakRss() as memory:
         for _ in range(repeat):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             rows = run()
             times.append(time.perf_counter() - start)
-    return {"times": times, "rows": rows, "peak_rss": memory.peak, "base_rss": memory.base}
+            cpu.append(time.process_time() - start_cpu)
+    return {"times": times, "cpu": cpu, "rows": rows, "peak_rss": memory.peak,
+            "base_rss": memory.base}
 
 
 def max_rss() -> int:

@@ -46,8 +46,11 @@ from common import (
 )
 
 ENGINES = ("plansight", "duckdb", "datafusion", "polars", "pandas")
-# opt-in: plansight with target_partitions=1 (one thread: no hash repartition below windows)
-EXTRA_ENGINES = ("plansight_1p",)
+# opt-in: plansight with target_partitions=1 (one thread: no hash repartition below windows);
+# plansight_baseline: the plansight source tree at $PLANSIGHT_BASELINE (an older commit, with
+# symlinks plansight/{engine,magic,widgets,profiling} -> ../<dir>), for before/after runs
+# interleaved query by query
+EXTRA_ENGINES = ("plansight_1p", "plansight_baseline")
 PACKAGES = ("plansight", "pyarrow", "duckdb", "datafusion", "polars", "pandas", "numpy")
 
 
@@ -176,6 +179,7 @@ def _setup_pandas(table: Any) -> Callable[[WindowQuery], int]:
 SETUPS: dict[str, Callable[[Any], Callable[[WindowQuery], int]]] = {
     "plansight": _setup_plansight,
     "plansight_1p": _setup_plansight_1p,
+    "plansight_baseline": _setup_plansight,
     "duckdb": _setup_duckdb,
     "datafusion": _setup_datafusion,
     "polars": _setup_polars,
@@ -184,6 +188,8 @@ SETUPS: dict[str, Callable[[Any], Callable[[WindowQuery], int]]] = {
 
 
 def worker_main(engine: str) -> None:
+    if engine == "plansight_baseline":
+        sys.path.insert(0, os.environ["PLANSIGHT_BASELINE"])
     common.ensure_plansight_importable()
     from plansight.datasets import window_workload
 
@@ -251,7 +257,7 @@ def run_case(case: Case, queries: list[WindowQuery], engines: list[str], repeat:
                     reply = worker.call({"cmd": "run", "query": query._asdict(),
                                          "repeat": repeat}, timeout * repeat)
                     cell = {"seconds": median(reply["times"]), "rows": reply["rows"],
-                            "peak_rss": reply["peak_rss"]}
+                            "cpu": median(reply["cpu"]), "peak_rss": reply["peak_rss"]}
                 except WorkerTimeout:
                     workers[engine] = None
                     cell = {"failure": f"timeout (> {timeout:g} s per run)"}
@@ -278,16 +284,17 @@ def run_case(case: Case, queries: list[WindowQuery], engines: list[str], repeat:
 
 def table_for(cells: dict[str, dict[str, dict[str, Any]]], row_labels: list[tuple[str, ...]],
               label_headers: list[str], engines: list[str]) -> str:
-    """Rows of (labels..., ms per engine, plansight/duckdb and plansight/polars for every
-    plansight variant, peak MiB per engine)."""
-    headers = [*label_headers, *(f"{e} ms" for e in engines)]
+    """Rows of (labels..., wall ms per engine, CPU ms per engine, plansight/duckdb and
+    plansight/polars wall and CPU for every plansight variant, peak MiB per engine)."""
+    headers = [*label_headers, *(f"{e} ms" for e in engines), *(f"{e} CPU ms" for e in engines)]
     ratios = [(mine, other) for mine in engines if mine.startswith("plansight")
               for other in ("duckdb", "polars") if other in engines]
     headers += [f"{mine}/{other}" for mine, other in ratios]
+    headers += [f"{mine}/{other} CPU" for mine, other in ratios]
     headers += [f"{e} MiB" for e in engines]
 
-    def ratio(key: str, mine: str, other: str) -> float | None:
-        a, b = cells[key][mine].get("seconds"), cells[key][other].get("seconds")
+    def ratio(key: str, mine: str, other: str, measure: str = "seconds") -> float | None:
+        a, b = cells[key][mine].get(measure), cells[key][other].get(measure)
         return a / b if a and b else None
 
     rows = []
@@ -295,14 +302,18 @@ def table_for(cells: dict[str, dict[str, dict[str, Any]]], row_labels: list[tupl
         by_engine = cells[key]
         row = list(labels)
         row += [fmt_ms(by_engine[e].get("seconds")) for e in engines]
+        row += [fmt_ms(by_engine[e].get("cpu")) for e in engines]
         row += [fmt_ratio(ratio(key, mine, other)) for mine, other in ratios]
+        row += [fmt_ratio(ratio(key, mine, other, "cpu")) for mine, other in ratios]
         row += [fmt_mb(by_engine[e].get("peak_rss")) for e in engines]
         rows.append(row)
     geo = ["geomean", *[""] * (len(label_headers) - 1)]
     geo += [fmt_ms(geomean(cells[k][e].get("seconds") for k, _ in row_labels)) for e in engines]
-    geo += [fmt_ratio(geomean(r for k, _ in row_labels
-                              if (r := ratio(k, mine, other)) is not None))
-            for mine, other in ratios]
+    geo += [fmt_ms(geomean(cells[k][e].get("cpu") for k, _ in row_labels)) for e in engines]
+    for measure in ("seconds", "cpu"):
+        geo += [fmt_ratio(geomean(r for k, _ in row_labels
+                                  if (r := ratio(k, mine, other, measure)) is not None))
+                for mine, other in ratios]
     geo += [""] * len(engines)
     rows.append(geo)
     return markdown_table(headers, rows, right_align_from=len(label_headers))

@@ -146,8 +146,10 @@ def from_arrow(values: pa.ChunkedArray | pa.Array) -> ColumnStatistics:
 
 
 def _orderable(type_: pa.DataType) -> bool:
+    # INTERVAL is temporal but Arrow has no min_max for it (and its order is by length)
     return (pa.types.is_integer(type_) or pa.types.is_floating(type_) or
-            pa.types.is_decimal(type_) or pa.types.is_temporal(type_) or
+            pa.types.is_decimal(type_) or
+            (pa.types.is_temporal(type_) and not pa.types.is_interval(type_)) or
             pa.types.is_string(type_) or pa.types.is_binary(type_) or
             pa.types.is_boolean(type_))
 

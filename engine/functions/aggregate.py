@@ -17,6 +17,7 @@ from plansight.engine.errors import ExecutionError, PlanError, did_you_mean
 from plansight.engine.functions import comoments
 from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.grouped_kernels import aggregate_by_ids
+from plansight.engine.functions.scalar import calendar as C
 from plansight.engine.kernels import decimal as D
 
 NUMERIC_RESULT = {"avg", "mean", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
@@ -181,6 +182,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     overflow_checks: list[tuple[int, int]] = []  # (spec, position) for SUM over integers
     single_checks: list[tuple[int, int]] = []  # (spec, position) for var_pop / stddev_pop
     first_rows: list[tuple[int, int]] = []  # (spec, position) for first/any_value on decimals
+    interval_rows: list[tuple[int, int, np.ndarray]] = []  # (spec, position, order): min/max
     scaled_sums: list[int] = []  # specs whose DECIMAL SUM runs on scaled int64
     by_group: list[int] = []  # specs computed in numpy over the rows ordered group by group
     for i, spec in enumerate(specs):
@@ -206,6 +208,17 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
             first_rows.append((i, len(simple)))
             simple.append((-1, (name, "min", pc.ScalarAggregateOptions(skip_nulls=True,
                                                                       min_count=1))))
+        elif spec.func in ("min", "max") and \
+                pa.types.is_interval(table.schema.field(spec.column).type):
+            # Arrow has no INTERVAL min/max: each row's rank in DuckDB's order (by length, a
+            # month = 30 days; equal lengths by row), the group's min/max rank, its row
+            values = table[spec.column].combine_chunks()
+            ranks, order = _interval_ranks(values)
+            name = f"__rank_{i}"
+            work = work.append_column(name, ranks)
+            interval_rows.append((i, len(simple), order))
+            simple.append((-1, (name, spec.func, pc.ScalarAggregateOptions(skip_nulls=True,
+                                                                          min_count=1))))
         elif spec.func in _KERNEL:
             column = spec.column
             t = table.schema.field(column).type
@@ -291,6 +304,11 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
         source = table[specs[i].column].combine_chunks()
         rows = grouped.column(n_keys + position).combine_chunks()
         results[i] = source.take(rows)
+    for i, position, order in interval_rows:
+        source = table[specs[i].column].combine_chunks()
+        ranks = grouped.column(n_keys + position).combine_chunks()
+        rows = pa.array(order).take(ranks) if len(order) else pa.nulls(len(ranks), pa.int64())
+        results[i] = source.take(rows)
     for i, position in single_checks:
         one = pc.equal(grouped.column(n_keys + position), 1)
         results[i] = pc.if_else(one, pa.scalar(0.0, results[i].type), results[i])
@@ -312,6 +330,19 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     columns = key_columns + [_cast_result(results[i], spec.type) for i, spec in enumerate(specs)]
     names = keys + [spec.output for spec in specs]
     return pa.table(columns, names=names)
+
+
+def _interval_ranks(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """(rank of each row in DuckDB's INTERVAL order, NULL where NULL; the rows by rank).
+    Equal lengths rank by row, so MIN keeps the first of them and MAX the last."""
+    days, nanos = C.interval_order_parts(values)
+    order = pc.sort_indices(pa.table({"d": days, "n": nanos}),
+                            sort_keys=[("d", "ascending"), ("n", "ascending")]).to_numpy()
+    ranks = np.empty(len(values), np.int64)
+    ranks[order] = np.arange(len(values), dtype=np.int64)
+    mask = None if values.null_count == 0 else np.asarray(
+        values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    return pa.array(ranks, pa.int64(), mask=mask), order
 
 
 _BY_GROUP = BITWISE + comoments.BIVARIATE + (_COMOMENTS, _COMOMENTS_MERGE)

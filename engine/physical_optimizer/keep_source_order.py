@@ -11,10 +11,15 @@ that shows it:
     the query's result          the rows' order is what the user sees
     a LIMIT (global)            which rows it keeps depends on the order of its input
 
+    a window over unsorted input   row_number() OVER (), lag, a ROWS frame, ... see the
+      (HashWindowAggExec)          order of the rows its ORDER BY leaves tied (the window
+                                   keeps its input's order, so the result then shows it too)
+
 and passes that down through operators that keep their input's row order (projection,
-filter, limit, coalesce, UNION ALL). Every other operator (aggregate, join, sort, window)
-makes its own order, so an order-insensitive consumer pays nothing, and neither does a merge
-of partitions that hold no source order (an aggregate's hash partitions).
+filter, limit, coalesce, UNION ALL). Every other operator (aggregate, join, sort, the sorted
+window executors) makes its own order, so an order-insensitive consumer pays nothing, and
+neither does a merge of partitions that hold no source order (an aggregate's hash
+partitions).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from plansight.engine.physical.plan import ExecutionPlan
 from plansight.engine.physical.projection import ProjectionExec
 from plansight.engine.physical.scan import DataSourceExec
 from plansight.engine.physical.union import UnionExec
+from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
 
 # operators whose output rows are their input's rows in the input's order (per partition)
 _ORDER_KEEPING = (ProjectionExec, FilterExec, GlobalLimitExec, CoalescePartitionsExec, UnionExec)
@@ -36,6 +42,8 @@ def keep_source_order(plan: ExecutionPlan, order_matters: bool = True) -> Execut
     if isinstance(plan, GlobalLimitExec) and not plan.local:
         order_matters = True  # LIMIT n keeps the first n rows of its input
     children_matter = order_matters and isinstance(plan, _ORDER_KEEPING)
+    if isinstance(plan, HashWindowAggExec):
+        children_matter = plan.sees_input_order()
     children = [keep_source_order(child, children_matter) for child in plan.children()]
     if isinstance(plan, CoalescePartitionsExec) and order_matters and \
             not plan.preserve_order and children[0].output_partitioning().count > 1 and \

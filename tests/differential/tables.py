@@ -130,6 +130,22 @@ def _big2(rows: int = 200, seed: int = 7) -> pa.Table:
     })
 
 
+def intervals(rows: int, seed: int) -> pa.Table:
+    """INTERVALs written many ways: 1 month, 30 days and 720 hours are equal to DuckDB (it
+    normalizes a month to 30 days before comparing), and so are negative mixes."""
+    rng = np.random.default_rng(seed)
+    hour = 3_600_000_000_000
+    shapes = [(1, 0, 0), (0, 30, 0), (0, 0, 720 * hour), (0, 1, 0), (0, 0, 24 * hour),
+              (0, 0, 36 * hour), (0, 1, 12 * hour), (-1, 45, 0), (0, 15, 0), (12, 0, 0),
+              (0, 360, 0), (0, -1, 0), (0, 0, -hour), (1, -30, 5 * hour), (0, 29, 30 * hour),
+              (2, 0, -1000)]
+    picks = rng.integers(0, len(shapes), rows)
+    values = [pa.MonthDayNano(list(shapes[p])) for p in picks]
+    return pa.table({"id": pa.array(np.arange(rows)),
+                     "iv": pa.array(values, pa.month_day_nano_interval(),
+                                    mask=rng.random(rows) < 0.1)})
+
+
 def _empty_like(table: pa.Table) -> pa.Table:
     return table.schema.empty_table()
 

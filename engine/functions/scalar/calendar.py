@@ -80,6 +80,29 @@ def interval_parts(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return months, days, nanos, valid
 
 
+def interval_order_parts(array: pa.Array) -> list[pa.Array]:
+    """Two int64 columns, (whole days, nanoseconds into the day), that order an INTERVAL as
+    DuckDB does: by its length with a month = 30 days and a day = 24 hours.
+
+    DuckDB compares the normalized total exactly (1 month, 30 days and 720 hours are equal;
+    so are 29 days 30 hours and 1 month 6 hours); the total in nanoseconds overflows int64
+    after 292 years, these two parts cannot.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> parts = interval_order_parts(pa.array(
+        ...     [pa.MonthDayNano([0, 29, 30 * 3600 * 10**9]), pa.MonthDayNano([0, 0, -1]), None],
+        ...     pa.month_day_nano_interval()))
+        >>> [p.to_pylist() for p in parts]
+        [[30, -1, None], [21600000000000, 86399999999999, None]]
+    """
+    months, days, nanos, valid = interval_parts(array)
+    whole_days = months * 30 + days + nanos // NANOS_PER_DAY  # floor: -1 ns is day -1
+    mask = None if valid.all() else ~valid
+    return [pa.array(whole_days, pa.int64(), mask=mask),
+            pa.array(nanos % NANOS_PER_DAY, pa.int64(), mask=mask)]
+
+
 def make_intervals(months: np.ndarray, days: np.ndarray, nanos: np.ndarray,
                    valid: np.ndarray | None = None) -> pa.Array:
     """A month_day_nano array from field arrays; rows where ``valid`` is False are null."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.functions.scalar.calendar import interval_order_parts
 from plansight.engine.logical.expr import SortKey
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.sorts.packed_sort import packed_sort_indices
@@ -19,13 +20,21 @@ def sort_columns(table: pa.Table | pa.RecordBatch,
                  keys: list[SortKey]) -> tuple[list[pa.Array], list[tuple[str, str, str]]]:
     """The columns ``sort_indices`` orders by, with Arrow sort keys ``(name, order, placement)``.
 
-    A floating key contributes two columns: its NaN-ness, then its values.
+    A floating key contributes two columns: its NaN-ness, then its values; an INTERVAL key
+    two, its length as DuckDB orders it (``interval_order_parts``: a month = 30 days).
     """
     columns, sort_keys = [], []
     for key in keys:
         column = evaluate(key.expr, table)
         order = "descending" if key.descending else "ascending"
         placement = "at_start" if key.nulls_first else "at_end"
+        if pa.types.is_interval(column.type):
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+            for part in interval_order_parts(column):
+                columns.append(part)
+                sort_keys.append((f"k{len(sort_keys)}", order, placement))
+            continue
         if pa.types.is_floating(column.type):
             # DuckDB: NaN is the greatest double; Arrow puts NaN next to the NULLs instead
             # (wrong for ASC NULLS FIRST and DESC NULLS LAST), so NaN-ness sorts first

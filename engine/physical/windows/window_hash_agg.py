@@ -69,6 +69,7 @@ from plansight.engine.physical.windows.window_shape import (
     describe_window,
     is_whole_partition,
     reversed_ordering,
+    sees_tie_order,
 )
 
 # bytes of working memory per row and window: codes, ranks, permutation, inverse, result
@@ -114,13 +115,16 @@ def plan_permutations(windows: list[WindowCall]) -> tuple[list[_Sort], list[_Pla
             window.func, [a.type for a in window.args], window.distinct) else "permuted"
         # a whole-partition frame ignores the order
         order = () if whole else tuple(window.order_by)
+        # a window that sees the order of its ties keeps them in input order: it shares only
+        # a permutation sorted by exactly its keys, forwards (the sort is stable)
+        exact = sees_tie_order(window)
         found = None
         for s, sort in enumerate(sorts):
             if not _same_partitions(sort.partition_by, window.partition_by):
                 continue
-            if _is_prefix(order, sort.order_by):
+            if (order == sort.order_by) if exact else _is_prefix(order, sort.order_by):
                 found = _Plan(mode, s, whole=whole)
-            elif _is_prefix(order, reversed_ordering(sort.order_by)):
+            elif not exact and _is_prefix(order, reversed_ordering(sort.order_by)):
                 found = _Plan(mode, s, backwards=True, whole=whole)
             if found is not None:
                 break
@@ -163,6 +167,11 @@ class HashWindowAggExec(ExecutionPlan):
     def maintains_input_order(self):
         # in-memory it does; the sorting fallback under memory pressure does not
         return [False]
+
+    def sees_input_order(self) -> bool:
+        """Whether a window's values depend on the input's order (of rows tied by its
+        ORDER BY): keep_source_order then has the input merged in source order."""
+        return any(sees_tie_order(w) for w in self.windows)
 
     def display(self) -> str:
         parts = []

@@ -62,6 +62,22 @@ def is_whole_partition(window: WindowCall) -> bool:
     return False
 
 
+def sees_tie_order(window: WindowCall) -> bool:
+    """Whether the window's values depend on the order of rows that its ORDER BY leaves
+    tied (every row of a partition, without ORDER BY): row_number, ntile, lag/lead, the
+    frame-value functions, order-dependent aggregates and ROWS frames. Such a window must
+    see its input in the source's order, so a query gives one answer at every partition
+    count; rank and aggregates over peer-group frames (RANGE, GROUPS, the default) do not.
+    """
+    if is_whole_partition(window):
+        return False
+    function = capabilities(window.func)
+    if function.frameless:
+        return not function.reads_order  # rank and friends read peer groups only
+    frame = window.frame
+    return not (function.order_free and (frame is None or frame.unit != "rows"))
+
+
 def describe_window(window: WindowCall) -> str:
     """``func(args) frame`` for EXPLAIN (ranking and lag/lead have no frame)."""
     args = ", ".join(map(str, window.args))
