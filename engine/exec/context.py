@@ -46,6 +46,14 @@ class SessionConfig:
     #: A hash join's build side with at most this many distinct keys filters the probe scan
     #: by its key set (beyond it, by the key range only).
     dynamic_filter_max_keys: int = 1024
+    #: More distinct integer build keys than that, spanning at most this many values, filter
+    #: the probe scan by a bitmap of the keys (one bit per value of their range: 16 MiB at
+    #: most by default); 0 turns bitmaps off (the range only, as before).
+    dynamic_filter_max_bitmap_bits: int = 1 << 27
+    #: A join's key filter also travels below aggregates grouped by the key and into the
+    #: preserved side of other joins (push_dynamic_filters); False: only through operators
+    #: that pass rows on unchanged (each operator then produces the rows it would alone).
+    dynamic_filter_through_joins: bool = True
     #: False: only the logical rules a plan needs (decorrelation); the reference plan the
     #: differential fuzzer compares the optimized one with.
     optimizer: bool = True
