@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+_BIT = np.array([0x80 >> i for i in range(8)], dtype=np.uint8)  # offset % 8 -> its bit
+
 
 class KeyBitmap:
     """Which integers of [low, high] are keys.
@@ -50,13 +52,14 @@ class KeyBitmap:
         """A boolean array: the value is a key (NULLs: False)."""
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
-        values = column.fill_null(self.low) if column.null_count else column
-        values = values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-        inside = (values >= self.low) & (values <= self.high)
-        offsets = np.where(inside, values - self.low, 0).astype(np.uint64)
-        hit = (self.bits[offsets >> np.uint64(3)] <<
-               (offsets & np.uint64(7)).astype(np.uint8)) & np.uint8(0x80)
-        keep = pa.array(inside & (hit != 0))
+        values = column.fill_null(0) if column.null_count else column  # masked out below
+        values = values.to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
+        values -= self.low
+        # one unsigned comparison checks both bounds: values below low wrap to huge offsets
+        inside = values.view(np.uint64) < np.uint64(self.high - self.low + 1)
+        values[~inside] = 0
+        hit = np.take(self.bits, values >> 3) & np.take(_BIT, values & 7)
+        keep = pa.array(np.logical_and(inside, hit, out=inside))
         if column.null_count:
             keep = pc.and_(keep, pc.is_valid(column))
         return keep

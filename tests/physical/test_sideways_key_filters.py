@@ -62,6 +62,8 @@ def test_many_integer_keys_publish_a_bitmap_of_their_union():
     assert f.unit_may_match((31, 999, 0)) is False  # inside the range, between the keys
     assert f.unit_may_match((31, 1000, 0)) is True
     assert f.describe() == "HashJoin[1]: >= 10 AND <= 2000 AND IN (key bitmap)"
+    # a narrower probe type whose values cannot reach the keys, NULLs included
+    assert f.mask(pa.array([1, None, -128, 127], pa.int8())).to_pylist() == [False] * 4
 
 
 def test_no_bitmap_when_the_keys_fill_their_range_or_span_too_much():
