@@ -54,6 +54,10 @@ class SessionConfig:
     #: preserved side of other joins (push_dynamic_filters); False: only through operators
     #: that pass rows on unchanged (each operator then produces the rows it would alone).
     dynamic_filter_through_joins: bool = True
+    #: A scan partition stops testing a join key filter that kept 95% or more of its first
+    #: this many rows (0: never): a filter from a build side holding nearly every key costs
+    #: a test per row and drops nothing.
+    dynamic_filter_bypass_after_rows: int = 100_000
     #: False: only the logical rules a plan needs (decorrelation); the reference plan the
     #: differential fuzzer compares the optimized one with.
     optimizer: bool = True

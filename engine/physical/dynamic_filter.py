@@ -60,6 +60,7 @@ class DynamicFilter:
         self._cast_keys: dict = {}  # key_set cast to a probe column's type
         self._dense_set = False  # key_set is every integer from low to high
         self.bitmap: KeyBitmap | None = None  # the keys when too many for key_set
+        self.complete = False  # every build side has published: it never changes this run
         self.run: Any = None  # the TaskContext whose bounds these are
         # reentrant: a commit tightens under the lock that makes publishing atomic
         self._lock = threading.RLock()
@@ -81,7 +82,7 @@ class DynamicFilter:
             if self.run is not ctx:
                 self.run, self.low, self.high, self.empty = ctx, None, None, False
                 self.key_set, self._sorted_keys, self._cast_keys = None, None, {}
-                self._dense_set, self.bitmap = False, None
+                self._dense_set, self.bitmap, self.complete = False, None, False
                 self._builds = {}
 
     def applies_to(self, ctx: Any) -> bool:
@@ -128,6 +129,10 @@ class DynamicFilter:
             return build in self._builds
 
     def _commit(self, parts: list[dict], key_type: pa.DataType) -> None:
+        self._fill(parts, key_type)
+        self.complete = True
+
+    def _fill(self, parts: list[dict], key_type: pa.DataType) -> None:
         present = [p for p in parts if p["rows"]]
         if not present:
             if self.keep_nulls:  # only NULL probe keys can match (null-safe join)
