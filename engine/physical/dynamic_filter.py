@@ -166,7 +166,9 @@ class DynamicFilter:
         if high - low + 1 > self.max_bitmap_bits:
             return
         values = np.concatenate([k.to_numpy().astype(np.int64, copy=False) for k in keys])
-        if len(values) >= high - low + 1 and len(np.unique(values)) == high - low + 1:
+        # each part's keys are distinct and the parts disjoint (one per hash partition of
+        # the build), so as many values as the range has room for fill it
+        if len(values) >= high - low + 1:
             return
         self.bitmap = KeyBitmap(values)
 
