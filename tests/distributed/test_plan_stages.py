@@ -100,22 +100,22 @@ EXPECTED = {
 13 CoalescePartitionsExec
 14 ShuffleReaderExec: stage=1, passthrough, partitions=4
 15 ShuffleWriterExec: stage=1, partitioning=passthrough
-13 HashJoinExec: mode=CollectLeft
-14 CoalescePartitionsExec
-15 ShuffleReaderExec: stage=5, passthrough, partitions=4
-16 ShuffleWriterExec: stage=5, partitioning=passthrough
+14 HashJoinExec: mode=CollectLeft
+15 CoalescePartitionsExec
+16 ShuffleReaderExec: stage=2, passthrough, partitions=4
+17 ShuffleWriterExec: stage=2, partitioning=passthrough
+16 HashJoinExec: mode=CollectLeft
+17 CoalescePartitionsExec
+18 ShuffleReaderExec: stage=3, passthrough, partitions=4
+19 ShuffleWriterExec: stage=3, partitioning=passthrough
 18 HashJoinExec: mode=CollectLeft
 19 CoalescePartitionsExec
-20 ShuffleReaderExec: stage=2, passthrough, partitions=4
-21 ShuffleWriterExec: stage=2, partitioning=passthrough
-20 HashJoinExec: mode=CollectLeft
-21 CoalescePartitionsExec
-22 ShuffleReaderExec: stage=3, passthrough, partitions=4
-23 ShuffleWriterExec: stage=3, partitioning=passthrough
-21 HashJoinExec: mode=CollectLeft
-22 CoalescePartitionsExec
-23 ShuffleReaderExec: stage=4, passthrough, partitions=4
-24 ShuffleWriterExec: stage=4, partitioning=passthrough
+20 ShuffleReaderExec: stage=4, passthrough, partitions=4
+21 ShuffleWriterExec: stage=4, partitioning=passthrough
+19 HashJoinExec: mode=CollectLeft
+20 CoalescePartitionsExec
+21 ShuffleReaderExec: stage=5, passthrough, partitions=4
+22 ShuffleWriterExec: stage=5, partitioning=passthrough
 """,
 }
 
