@@ -29,12 +29,9 @@ from plansight.engine.statistics import ColumnStatistics
 #: rows of a source that cannot say (a table function, a source without a row count)
 DEFAULT_SOURCE_ROWS = 1e6
 #: what a conjunct keeps when statistics cannot judge it: System R's textbook guesses
-#: (equality 1/10, a range 1/3), DuckDB's and DataFusion's 1/5 for anything else -- LIKE
-#: included: DuckDB's cardinality estimator takes DEFAULT_SELECTIVITY = 0.2 for any filter
-#: without statistics, DataFusion its ``default_filter_selectivity`` of 20%; 1/4 is
-#: Calcite's LIKE guess
+#: (equality 1/10, a range 1/3), DuckDB's and DataFusion's 1/5 for anything else
 DEFAULT_SELECTIVITY = {"eq": 0.1, "in_list": 0.2, "lt": 0.33, "lte": 0.33, "gt": 0.33,
-                       "gte": 0.33, "like": 0.2, "ilike": 0.2, "is_null": 0.1,
+                       "gte": 0.33, "like": 0.25, "ilike": 0.25, "is_null": 0.1,
                        "neq": 0.9, "is_not_null": 0.9}
 DEFAULT_FILTER_SELECTIVITY = 0.2
 #: the fraction of its input a GROUP BY keeps when a key's distinct count is unknown

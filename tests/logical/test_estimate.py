@@ -72,7 +72,7 @@ def _estimate(session: ps.Session, sql: str) -> int:
     ("g = 3 OR g = 4", 190),                   # independent: 1 - 0.9 * 0.9
     ("NOT g = 3", 900),
     ("k > g", 330),                            # two columns: System R's 1/3
-    ("s LIKE 'v1%'", 200),                     # LIKE: the default 1/5 (DuckDB, DataFusion)
+    ("s LIKE 'v1%'", 250),                     # LIKE: the default 1/4
 ])
 def test_filter_selectivity(session, where, rows):
     assert _estimate(session, f"SELECT k FROM t WHERE {where}") == rows
