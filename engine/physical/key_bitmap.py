@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+_BOOL_SPAN = 1 << 26  # spans up to this build through a temporary byte per value
 _BIT = np.array([0x80 >> i for i in range(8)], dtype=np.uint8)  # offset % 8 -> its bit
 
 
@@ -41,11 +42,15 @@ class KeyBitmap:
             raise ValueError("a key bitmap needs at least one key")
         self.low, self.high = int(keys.min()), int(keys.max())
         span = self.high - self.low + 1
-        offsets = (keys - self.low).astype(np.uint64)
-        bits = np.zeros((span + 7) // 8, dtype=np.uint8)
-        # distinct keys set distinct bits of a byte: OR-ing them in is adding them up
-        np.bitwise_or.at(bits, offsets >> np.uint64(3),
-                         (np.uint8(0x80) >> (offsets & np.uint64(7)).astype(np.uint8)))
+        offsets = keys - self.low
+        if span <= _BOOL_SPAN:
+            # a byte per value, then packed: one scatter pass, no read-modify-write per key
+            present = np.zeros(span, dtype=bool)
+            present[offsets] = True
+            bits = np.packbits(present)
+        else:
+            bits = np.zeros((span + 7) // 8, dtype=np.uint8)
+            np.bitwise_or.at(bits, offsets >> 3, np.take(_BIT, offsets & 7))
         self.bits = bits
 
     def contains(self, column: pa.Array) -> pa.Array:
