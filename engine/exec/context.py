@@ -50,10 +50,10 @@ class SessionConfig:
     #: the probe scan by a bitmap of the keys (one bit per value of their range: 16 MiB at
     #: most by default); 0 turns bitmaps off (the range only, as before).
     dynamic_filter_max_bitmap_bits: int = 1 << 27
-    #: A join's key filter also travels below aggregates grouped by the key and into the
-    #: preserved side of other joins (push_dynamic_filters); False: only through operators
-    #: that pass rows on unchanged (each operator then produces the rows it would alone).
-    dynamic_filter_through_joins: bool = True
+    #: A join's key filter travels below aggregates grouped by the key; True: also into the
+    #: preserved side of other joins below (push_dynamic_filters). Off by default: on TPC-H
+    #: Q9 the filters from builds holding every key cost more than they saved.
+    dynamic_filter_through_joins: bool = False
     #: A scan partition stops testing a join key filter that kept 95% or more of its first
     #: this many rows (0: never): a filter from a build side holding nearly every key costs
     #: a test per row and drops nothing.

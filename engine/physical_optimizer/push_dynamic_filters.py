@@ -8,10 +8,11 @@ change the answer. A join's key filter also travels
   groups whose key the join would drop anyway (Q17's average per part, Q20's sum per part
   and supplier: only the parts of the outer query are aggregated, DuckDB's "delim join"
   by another road);
-- through another hash join, into the side whose rows the column comes from, when that side
-  is preserved (both sides of an inner join; the left of a left, semi or anti join): an
-  output row with key k comes from a row of that side with key k, and dropping that row
-  drops only output rows with the same key.
+- with ``through_joins`` (off by default: on TPC-H Q9 the extra filters from builds
+  holding every key cost more than they saved), through another hash join, into the side
+  whose rows the column comes from, when that side is preserved (both sides of an inner
+  join; the left of a left, semi or anti join): an output row with key k comes from a row
+  of that side with key k, and dropping that row drops only output rows with the same key.
 
 A top-k's threshold never goes below an aggregate: it may read units in another order,
 which a streaming (sorted) aggregate relies on.
@@ -43,7 +44,7 @@ _PRESERVED_RIGHT = ("inner", "right", "right_semi", "right_anti")
 
 
 def push_dynamic_filters(plan: ExecutionPlan, max_keys: int = 1024,
-                         max_bitmap_bits: int = 0, through_joins: bool = True
+                         max_bitmap_bits: int = 0, through_joins: bool = False
                          ) -> ExecutionPlan:
     for _, node in plan.walk():
         if isinstance(node, SortExec) and node.fetch is not None and node.keys:
@@ -61,7 +62,8 @@ def push_dynamic_filters(plan: ExecutionPlan, max_keys: int = 1024,
         elif isinstance(node, HashJoinExec) and node.join_type in _PROBE_DROPPING:
             filters = []
             for build_key, probe_key in node.on:
-                found = find_scan_column(node.right, probe_key, through_row_sets=through_joins)
+                found = find_scan_column(node.right, probe_key, through_aggregates=True,
+                                         through_joins=through_joins)
                 if found is None:
                     continue
                 dynamic_filter = DynamicFilter(f"HashJoin[{node.operator_id}]",
@@ -73,11 +75,13 @@ def push_dynamic_filters(plan: ExecutionPlan, max_keys: int = 1024,
     return plan
 
 
-def find_scan_column(plan: ExecutionPlan, column: Expr, through_row_sets: bool = False):
+def find_scan_column(plan: ExecutionPlan, column: Expr, through_aggregates: bool = False,
+                     through_joins: bool = False):
     """(scan, source column name) that produces ``column`` unchanged, or None.
 
-    ``through_row_sets``: also below aggregates grouped by ``column`` and into the preserved
-    side of joins (a join key filter may drop every row of a key; a threshold may not).
+    ``through_aggregates``: also below aggregates grouped by ``column``; ``through_joins``:
+    into the preserved side of joins (a join key filter may drop every row of a key; a
+    threshold may not).
     """
     while True:
         if not isinstance(column, Column):
@@ -99,12 +103,11 @@ def find_scan_column(plan: ExecutionPlan, column: Expr, through_row_sets: bool =
         if isinstance(plan, (FilterExec, CoalescePartitionsExec, RepartitionExec)):
             plan = plan.children()[0]
             continue
-        if not through_row_sets:
-            return None
-        if isinstance(plan, AggregateExec) and any(k.id == column.id for k in plan.keys):
+        if through_aggregates and isinstance(plan, AggregateExec) and \
+                any(k.id == column.id for k in plan.keys):
             plan = plan.input
             continue
-        if isinstance(plan, HashJoinExec):
+        if through_joins and isinstance(plan, HashJoinExec):
             side = _preserved_side_of(plan, column)
             if side is None:
                 return None

@@ -132,6 +132,7 @@ def test_the_filter_goes_into_the_preserved_side_of_a_left_join_only():
         "g": pa.table({"k": np.arange(500) % 50, "w": np.arange(500)}),
     }
     session = ps.Session(target_partitions=1)
+    session.set_option("dynamic_filter_through_joins", True)
     for name, table in tables.items():
         session.register(name, table)
     # f LEFT JOIN g: f's rows are all kept (preserved), g's pad with NULLs
@@ -147,18 +148,25 @@ def test_the_filter_goes_into_the_preserved_side_of_a_left_join_only():
     sql_right = ("SELECT d.name, x.v, x.w FROM d JOIN "
                  "(SELECT g.k, f.v, g.w FROM f RIGHT JOIN g ON f.k = g.k) x ON d.k = x.k")
     for query in (sql, sql_right):
-        check(query, tables, target_partitions=1)
+        check(query, tables, target_partitions=1, dynamic_filter_through_joins=True)
 
 
-def test_the_option_keeps_filters_at_their_own_join():
+def test_filters_go_through_joins_only_with_the_option():
     tables = _facts_and_parts(2000)
+    tables["brand"] = pa.table({"b": ["B7", "B9"], "label": ["seven", "nine"]})
     session = ps.Session(target_partitions=1)
     for name, table in tables.items():
         session.register(name, table)
-    on = session.sql(Q17_SHAPE).explain()
-    off = session.sql(Q17_SHAPE, options={"dynamic_filter_through_joins": False}).explain()
-    count = [sum("dynamic_filters" in s for s in _scan_lines(t, "lineitem")) for t in (on, off)]
-    assert count == [2, 1], (on, off)
+    # brand -> part (the upper join's filter on p_brand) could reach part below lineitem
+    sql = ("SELECT label, l_price FROM brand JOIN "
+           "(SELECT p_brand, l_price FROM lineitem JOIN part ON l_partkey = p_partkey) x "
+           "ON x.p_brand = brand.b")
+    counts = []
+    for through in (False, True):
+        text = session.sql(sql, options={"dynamic_filter_through_joins": through}).explain()
+        counts.append(sum(s.count(" from HashJoin") for s in _scan_lines(text, "part")))
+    assert counts[1] == counts[0] + 1, counts
+    check(sql, tables, target_partitions=2, dynamic_filter_through_joins=True)
 
 
 # ----------------------------------------------------------------------------- differential
@@ -215,6 +223,10 @@ QUERIES = [
     pytest.param({"target_partitions": 2, "batch_size": 7}, id="p2-b7"),
     pytest.param({"target_partitions": 3, "batch_size": 3}, id="p3-b3"),
     pytest.param({"target_partitions": 8, "batch_size": 1}, id="p8-b1"),
+    pytest.param({"target_partitions": 2, "batch_size": 7, "dynamic_filter_through_joins": True},
+                 id="p2-b7-joins"),
+    pytest.param({"target_partitions": 3, "batch_size": 8192,
+                  "dynamic_filter_through_joins": True}, id="p3-joins"),
 ])
 @pytest.mark.parametrize("sql", QUERIES)
 def test_sideways_key_filters_match_duckdb(sql, options):
