@@ -32,6 +32,8 @@ from plansight.engine.statistics import (
     EXACT_DISTINCT_ROWS,
     SAMPLE_ROWS,
     ColumnStatistics,
+    clustered_distinct,
+    disjoint_ranges,
     from_arrow,
     from_row_groups,
     sampled_distinct,
@@ -271,8 +273,8 @@ class ParquetSource(TableSource):
         """From the footer metadata only, with the distinct counts the writer stored."""
         if column not in self.schema.names:
             return None
-        groups = []
-        for meta in self._meta.values():
+        groups, ranges = [], []  # ranges: (min, max, path, row group, rows)
+        for path, meta in self._meta.items():
             index = meta.schema.names.index(column) if column in meta.schema.names else -1
             for group in range(meta.num_row_groups):
                 chunk = meta.row_group(group)
@@ -284,12 +286,36 @@ class ParquetSource(TableSource):
                 groups.append((stats.min, stats.max,
                                stats.null_count if stats.has_null_count else None,
                                stats.distinct_count if stats.has_distinct_count else None))
+                ranges.append((stats.min, stats.max, path, group, chunk.num_rows))
         statistics = from_row_groups(groups, self.num_rows())
         if statistics is not None and statistics.distinct_count is None:
             # the metadata cannot bound it (strings, decimals, floats): count a sample
             distinct = self._sampled_distinct(column)
             statistics = replace(statistics, distinct_count=distinct)
+        elif statistics is not None and statistics.distinct_is_bound and \
+                disjoint_ranges([r[:2] for r in ranges]):
+            # a bound, but the key is clustered: one row group counts it per row
+            distinct = self._clustered_distinct(column, ranges)
+            if distinct is not None:
+                statistics = replace(statistics, distinct_count=min(
+                    distinct, statistics.distinct_count), distinct_is_bound=False)
         return statistics
+
+    def _clustered_distinct(self, column: str, ranges: list) -> float | None:
+        """``clustered_distinct`` from the exact distinct count of the middle row group (read
+        once per registration; only that column of it is decoded)."""
+        import pyarrow.parquet as pq
+
+        _, _, path, group, rows = ranges[len(ranges) // 2]
+        if rows == 0:
+            return None
+        try:
+            values = pq.ParquetFile(path).read_row_group(
+                group, columns=[column], use_threads=False).column(0)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise PlanError(f"cannot read Parquet file {path!r}: {e}") from e
+        counted = pc.count_distinct(values, mode="only_valid").as_py()
+        return clustered_distinct(counted, rows, self.num_rows())
 
     def _sampled_distinct(self, column: str) -> float | None:
         """Distinct values of ``column`` counted in whole row groups spread evenly over the

@@ -3,9 +3,12 @@
 Every source reports, per column, a ``ColumnStatistics``: min, max, null count and a
 distinct-count estimate, each ``None`` when unknown. Where they come from:
 
-    Parquet   file metadata only (no data read): min/max/nulls from the row-group statistics,
-              the distinct count when the writer stored one, else bounded by the key range
-              (max - min + 1 for integers and dates) and the non-NULL rows
+    Parquet   file metadata: min/max/nulls from the row-group statistics, the distinct
+              count when the writer stored one, else bounded by the key range (max - min + 1
+              for integers and dates) and the non-NULL rows -- and where the row groups'
+              ranges do not overlap (a sorted or clustered key), one row group's exact
+              distinct count per row, scaled to the table (``clustered_distinct``): 6M
+              lineitem rows hold 1.5M order keys, which no bound says
     memory    computed once per registered table and column, on first use: one min_max pass,
               the null count Arrow already keeps, and the distinct count exact for tables up
               to ``EXACT_DISTINCT_ROWS`` rows, else estimated from an evenly spread sample
@@ -221,5 +224,36 @@ def from_row_groups(groups: list[tuple[Any, Any, int | None, int | None]], rows:
     return ColumnStatistics(low, high, nulls, *_bounded(distinct, rows, nulls, low, high))
 
 
-__all__ = ["ColumnStatistics", "from_arrow", "from_row_groups", "position", "range_distinct",
-           "sampled_distinct"]
+def disjoint_ranges(groups: list[tuple[Any, Any]]) -> bool:
+    """Whether the (min, max) ranges of several row groups never overlap: the column is
+    sorted or clustered, so a key's rows are all in one row group.
+
+    Example:
+        >>> disjoint_ranges([(1, 4), (5, 9), (10, 12)]), disjoint_ranges([(1, 6), (5, 9)])
+        (True, False)
+    """
+    if len(groups) < 2:
+        return False
+    try:
+        ordered = sorted(groups, key=lambda g: g[0])
+        return all(a[1] < b[0] for a, b in zip(ordered, ordered[1:]))
+    except TypeError:
+        return False
+
+
+def clustered_distinct(sample_distinct: int, sample_rows: int, rows: int) -> float:
+    """Distinct values of a clustered column (``disjoint_ranges``) from one row group's
+    exact count: no key spans two row groups, so distinct values add up over them, and each
+    holds about as many per row as the sampled one.
+
+    Example:
+        >>> clustered_distinct(28_000, 112_000, 6_000_000)
+        1500000.0
+    """
+    if sample_rows <= 0:
+        return 0.0
+    return float(sample_distinct) * rows / sample_rows
+
+
+__all__ = ["ColumnStatistics", "clustered_distinct", "disjoint_ranges", "from_arrow",
+           "from_row_groups", "position", "range_distinct", "sampled_distinct"]

@@ -128,6 +128,9 @@ OPTIONS = {
     "window_executor": _choice("window_executor", ("auto", "hash", "sorted", "partition")),
     "spill_merge_fan_in": _positive_int("spill_merge_fan_in"),
     "dynamic_filter_max_keys": _non_negative_int("dynamic_filter_max_keys"),
+    "dynamic_filter_max_bitmap_bits": _non_negative_int("dynamic_filter_max_bitmap_bits"),
+    "dynamic_filter_through_joins": _boolean("dynamic_filter_through_joins"),
+    "dynamic_filter_bypass_after_rows": _non_negative_int("dynamic_filter_bypass_after_rows"),
     "optimizer": _boolean("optimizer"),  # false: only the rules a plan needs (reference plans)
     "recursive_cte_max_iterations": _positive_int("recursive_cte_max_iterations"),
     "cluster": _cluster,

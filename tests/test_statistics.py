@@ -66,13 +66,33 @@ def test_parquet_statistics_come_from_row_group_metadata(tmp_path, column):
     expected = EXPECTED[column]
     assert (stats.min, stats.max, stats.null_count) == \
         (expected.min, expected.max, expected.null_count)
-    if column in ("k", "g", "n", "d", "b"):
+    if column in ("g", "d", "b"):
         # integers, dates, booleans: the key range (and the rows) bound the distinct count
-        room = {"k": 1000.0, "g": 10.0, "n": 750.0, "d": 100.0, "b": 2.0}[column]
+        room = {"g": 10.0, "d": 100.0, "b": 2.0}[column]
         assert (stats.distinct_count, stats.distinct_is_bound) == (room, True)
+    elif column in ("k", "n"):
+        # sorted: the row groups' ranges do not overlap, and one of them is counted
+        assert (stats.distinct_count, stats.distinct_is_bound) == \
+            (expected.distinct_count, False)
     else:  # the range says nothing: counted in the row groups (all of them, 1000 rows)
         assert (stats.distinct_count, stats.distinct_is_bound) == \
             (expected.distinct_count, False)
+
+
+def test_a_clustered_parquet_key_is_counted_in_one_row_group_not_bounded(tmp_path):
+    """Four rows per order key (as l_orderkey): the range bounds the distinct count at the
+    rows, 4x too many; the row groups' ranges do not overlap, so one row group's count per
+    row scales to the table. Overlapping ranges (the same keys shuffled) keep the bound."""
+    keys = np.repeat(np.arange(1, 2501) * 4, 4)  # 2,500 keys spread over 1..10,000
+    path = tmp_path / "clustered.parquet"
+    pq.write_table(pa.table({"k": keys}), path, row_group_size=1000)
+    stats = ParquetSource(str(path)).column_statistics("k")
+    assert (stats.distinct_count, stats.distinct_is_bound) == (2500.0, False)
+    shuffled = tmp_path / "shuffled.parquet"
+    pq.write_table(pa.table({"k": np.random.default_rng(3).permutation(keys)}), shuffled,
+                   row_group_size=1000)
+    stats = ParquetSource(str(shuffled)).column_statistics("k")
+    assert (stats.distinct_count, stats.distinct_is_bound) == (9997.0, True)
 
 
 def test_parquet_distinct_counts_of_row_groups_add_up():

@@ -46,6 +46,18 @@ class SessionConfig:
     #: A hash join's build side with at most this many distinct keys filters the probe scan
     #: by its key set (beyond it, by the key range only).
     dynamic_filter_max_keys: int = 1024
+    #: More distinct integer build keys than that, spanning at most this many values, filter
+    #: the probe scan by a bitmap of the keys (one bit per value of their range: 16 MiB at
+    #: most by default); 0 turns bitmaps off (the range only, as before).
+    dynamic_filter_max_bitmap_bits: int = 1 << 27
+    #: A join's key filter travels below aggregates grouped by the key; True: also into the
+    #: preserved side of other joins below (push_dynamic_filters). Off by default: on TPC-H
+    #: Q9 the filters from builds holding every key cost more than they saved.
+    dynamic_filter_through_joins: bool = False
+    #: A scan partition stops testing a join key filter that kept 95% or more of its first
+    #: this many rows (0: never): a filter from a build side holding nearly every key costs
+    #: a test per row and drops nothing.
+    dynamic_filter_bypass_after_rows: int = 100_000
     #: False: only the logical rules a plan needs (decorrelation); the reference plan the
     #: differential fuzzer compares the optimized one with.
     optimizer: bool = True

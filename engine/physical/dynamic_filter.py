@@ -2,10 +2,16 @@
 
     SortExec TopK(k) ──threshold after each cut──────────────┐
     HashJoinExec build ──min/max of build keys, and the set──┤
-                         of keys when it has few distinct    ▼
+                         of keys when it has few distinct,   │
+                         a bitmap of them when they are many │
+                         integers                            ▼
     DataSourceExec: skip row groups whose min/max statistics fall outside the range or contain
     none of the keys; drop the rows of each batch that fall outside (``pc.is_in`` against the
-    key set), before anything above sees them.
+    key set, a bit test against the bitmap), before anything above sees them.
+
+The bitmap (``KeyBitmap``) is what carries a *reduced* key set into a big scan: Q21's 70K
+orders that survive the filtered supplier join, Q8's 1,451 parts of one type. Their range is
+nearly the whole key domain, so min/max alone would drop nothing.
 
 Only rows that could never reach the output are dropped: a top-k keeps ties (the bound is
 inclusive) and NULLs are never filtered by a top-k bound (they may sort first); a join
@@ -32,15 +38,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plansight.engine.logical.expr import sql_value
+from plansight.engine.physical.key_bitmap import KeyBitmap
 
 
 class DynamicFilter:
     """``low <= column <= high`` with bounds that only ever tighten (either may be None)."""
 
-    def __init__(self, origin: str, keep_nulls: bool, max_keys: int = 1024):
+    def __init__(self, origin: str, keep_nulls: bool, max_keys: int = 1024,
+                 max_bitmap_bits: int = 0):
         # a build side with at most ``max_keys`` distinct keys publishes them as a set; is_in
-        # against a set this small costs about as much as the range comparisons it replaces
+        # against a set this small costs about as much as the range comparisons it replaces.
+        # More distinct integer keys spanning at most ``max_bitmap_bits`` values publish a
+        # bitmap of them (0: never)
         self.origin, self.keep_nulls, self.max_keys = origin, keep_nulls, max_keys
+        self.max_bitmap_bits = max_bitmap_bits
         self.low: Any = None
         self.high: Any = None
         self.empty = False  # e.g. an empty join build side: nothing can match
@@ -48,6 +59,8 @@ class DynamicFilter:
         self._sorted_keys: np.ndarray | None = None  # the same as Python values, for stats
         self._cast_keys: dict = {}  # key_set cast to a probe column's type
         self._dense_set = False  # key_set is every integer from low to high
+        self.bitmap: KeyBitmap | None = None  # the keys when too many for key_set
+        self.complete = False  # every build side has published: it never changes this run
         self.run: Any = None  # the TaskContext whose bounds these are
         # reentrant: a commit tightens under the lock that makes publishing atomic
         self._lock = threading.RLock()
@@ -57,10 +70,11 @@ class DynamicFilter:
         # bounds belong to one run on one machine: a plan shipped to a worker carries an
         # inactive filter (its scan reads everything until a build there publishes)
         return {"origin": self.origin, "keep_nulls": self.keep_nulls,
-                "max_keys": self.max_keys}
+                "max_keys": self.max_keys, "max_bitmap_bits": self.max_bitmap_bits}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["origin"], state["keep_nulls"], state["max_keys"])
+        self.__init__(state["origin"], state["keep_nulls"], state["max_keys"],
+                      state.get("max_bitmap_bits", 0))
 
     def start(self, ctx: Any) -> None:
         """Forget bounds from an earlier run of the same plan."""
@@ -68,7 +82,7 @@ class DynamicFilter:
             if self.run is not ctx:
                 self.run, self.low, self.high, self.empty = ctx, None, None, False
                 self.key_set, self._sorted_keys, self._cast_keys = None, None, {}
-                self._dense_set = False
+                self._dense_set, self.bitmap, self.complete = False, None, False
                 self._builds = {}
 
     def applies_to(self, ctx: Any) -> bool:
@@ -77,7 +91,7 @@ class DynamicFilter:
     @property
     def active(self) -> bool:
         return self.empty or self.low is not None or self.high is not None or \
-            self.key_set is not None
+            self.key_set is not None or self.bitmap is not None
 
     def publish_build_keys(self, keys: pa.Array, build: int = 0, builds: int = 1) -> None:
         """Build side ``build`` of ``builds`` has these join keys (NULLs included).
@@ -90,7 +104,8 @@ class DynamicFilter:
         if isinstance(keys, pa.ChunkedArray):
             keys = keys.combine_chunks()
         keys = keys.drop_null()
-        summary = {"rows": len(keys), "low": None, "high": None, "set": None}
+        summary = {"rows": len(keys), "low": None, "high": None, "set": None,
+                   "integers": None}
         if len(keys):
             bounds = pc.min_max(keys)
             summary["low"], summary["high"] = bounds["min"].as_py(), bounds["max"].as_py()
@@ -98,6 +113,8 @@ class DynamicFilter:
                 distinct = pc.unique(keys)
                 if len(distinct) <= self.max_keys:
                     summary["set"] = distinct
+                elif self._bitmap_fits(keys.type, summary["low"], summary["high"]):
+                    summary["integers"] = distinct
         with self._lock:
             if build in self._builds:
                 return  # a collect-left build is published by every probe partition
@@ -112,6 +129,10 @@ class DynamicFilter:
             return build in self._builds
 
     def _commit(self, parts: list[dict], key_type: pa.DataType) -> None:
+        self._fill(parts, key_type)
+        self.complete = True
+
+    def _fill(self, parts: list[dict], key_type: pa.DataType) -> None:
         present = [p for p in parts if p["rows"]]
         if not present:
             if self.keep_nulls:  # only NULL probe keys can match (null-safe join)
@@ -124,10 +145,32 @@ class DynamicFilter:
             keys = pc.unique(pa.concat_arrays(sets)) if len(sets) > 1 else sets[0]
             if len(keys) <= self.max_keys:
                 self._set_keys(keys)
+        if self.key_set is None:
+            self._set_bitmap(present)
         try:
             self.tighten(min(p["low"] for p in present), max(p["high"] for p in present))
         except TypeError:
             pass  # incomparable statistics values: the set (if any) still applies
+
+    def _bitmap_fits(self, key_type: pa.DataType, low: Any, high: Any) -> bool:
+        return pa.types.is_integer(key_type) and not pa.types.is_uint64(key_type) and \
+            high - low + 1 <= self.max_bitmap_bits
+
+    def _set_bitmap(self, parts: list[dict]) -> None:
+        """A bitmap of the union of the parts' keys, when they are integers within reach and
+        leave gaps in their range (keys filling it say no more than the range)."""
+        keys = [p["set"] if p["set"] is not None else p["integers"] for p in parts]
+        if any(k is None or not pa.types.is_integer(k.type) for k in keys):
+            return
+        low, high = min(p["low"] for p in parts), max(p["high"] for p in parts)
+        if high - low + 1 > self.max_bitmap_bits:
+            return
+        values = np.concatenate([k.to_numpy().astype(np.int64, copy=False) for k in keys])
+        # each part's keys are distinct and the parts disjoint (one per hash partition of
+        # the build), so as many values as the range has room for fill it
+        if len(values) >= high - low + 1:
+            return
+        self.bitmap = KeyBitmap(values)
 
     def _set_keys(self, keys: pa.Array) -> None:
         keys = keys.take(pc.sort_indices(keys))
@@ -168,6 +211,8 @@ class DynamicFilter:
                 # the first key >= low must exist and be <= high
                 at = int(np.searchsorted(keys, low, side="left"))
                 return at < len(keys) and keys[at] <= high
+            if self.bitmap is not None and isinstance(low, int) and isinstance(high, int):
+                return self.bitmap.any_between(low, high)
         except TypeError:
             return True
         return True
@@ -182,6 +227,9 @@ class DynamicFilter:
             keys = self._keys_as(column.type)
             if keys is not None:
                 return self._key_set_mask(column, keys)
+        if self.bitmap is not None and pa.types.is_integer(column.type) and \
+                not pa.types.is_uint64(column.type):
+            return self._bitmap_mask(column)
         low, high = self.low, self.high
         keep = None
         try:
@@ -222,10 +270,18 @@ class DynamicFilter:
             keep = pc.or_(keep, pc.is_null(column))
         return None if pc.all(keep).as_py() is not False else keep
 
+    def _bitmap_mask(self, column: pa.Array) -> pa.Array | None:
+        keep = self.bitmap.contains(column)
+        if self.keep_nulls and column.null_count:
+            keep = pc.or_(keep, pc.is_null(column))
+        return None if pc.all(keep).as_py() is not False else keep
+
     def describe(self) -> str:
         bounds = [f">= {sql_value(self.low)}" if self.low is not None else "",
                   f"<= {sql_value(self.high)}" if self.high is not None else ""]
         if self.key_set is not None:
             bounds.append(f"IN ({len(self.key_set)} keys)")
+        elif self.bitmap is not None:
+            bounds.append("IN (key bitmap)")
         text = " AND ".join(b for b in bounds if b) or "pending"
         return f"{self.origin}: {'empty' if self.empty else text}"

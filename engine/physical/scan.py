@@ -30,6 +30,13 @@ from plansight.engine.catalog import ScanUnit, TableSource
 from plansight.engine.logical.expr import Column, SortKey, sql_value
 from plansight.engine.physical.plan import ExecutionPlan, Ordering, Partitioning
 
+# A join key filter that has kept at least BYPASS_PASSING of the first
+# ``dynamic_filter_bypass_after_rows`` rows of a scan partition is not tested on its later
+# batches (row groups are still pruned by it): Q9's l_orderkey filter from all of orders
+# keeps every lineitem row. DataFusion's adaptive dynamic filters use the same 95%. A top-k
+# bound, which keeps tightening, is never bypassed.
+BYPASS_PASSING = 0.95
+
 
 class DataSourceExec(ExecutionPlan):
     name = "DataSourceExec"
@@ -155,15 +162,27 @@ class DataSourceExec(ExecutionPlan):
         return ", ".join(parts)
 
     @staticmethod
-    def _apply_dynamic(batch, dynamic, metrics, ctx):
+    def _apply_dynamic(batch, dynamic, metrics, ctx, passed):
+        bypass_after = ctx.config.dynamic_filter_bypass_after_rows
         for index, dynamic_filter in dynamic:
             if not dynamic_filter.applies_to(ctx):
                 continue
+            seen = passed.get(id(dynamic_filter))
+            if seen is not None and seen[0] < 0:
+                continue  # bypassed: it kept nearly every row so far
             mask = dynamic_filter.mask(batch.column(index))
+            before = batch.num_rows
             if mask is not None:
-                before = batch.num_rows
                 batch = batch.filter(mask)
                 metrics.add("rows_skipped_dynamic", before - batch.num_rows)
+            if dynamic_filter.complete:
+                seen = passed.setdefault(id(dynamic_filter), [0, 0])
+                seen[0] += before
+                seen[1] += batch.num_rows
+                if bypass_after and seen[0] >= bypass_after and \
+                        seen[1] >= BYPASS_PASSING * seen[0]:
+                    seen[0] = -1
+                    metrics.add("dynamic_filters_bypassed")
         return batch
 
     def _unit_may_match(self, unit, dynamic, ctx) -> bool:
@@ -178,6 +197,7 @@ class DataSourceExec(ExecutionPlan):
             metrics.add("units_pruned_limit", self.limit_pruned_units)
         remaining = self.fetch
         dynamic = [(self.columns.index(c), f) for c, f in self.dynamic_filters]
+        passed: dict = {}  # id(filter) -> [rows in, rows kept] (rows in -1: bypassed)
         batch_rows = self.batch_rows or ctx.batch_size
         for unit in self.assignment[partition]:
             dynamic = [(i, f) for i, f in dynamic if f.run is ctx or f.run is None]
@@ -188,7 +208,7 @@ class DataSourceExec(ExecutionPlan):
             reader = self.source.read(unit, self.columns, batch_rows)
             for batch in reader:
                 if dynamic:
-                    batch = self._apply_dynamic(batch, dynamic, metrics, ctx)
+                    batch = self._apply_dynamic(batch, dynamic, metrics, ctx, passed)
                     if batch.num_rows == 0:
                         if not self._unit_may_match(unit, dynamic, ctx):
                             # a filter tightened while the unit was read: leave the rest

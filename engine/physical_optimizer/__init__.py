@@ -23,6 +23,8 @@ def optimize_physical(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPl
     plan = keep_source_order(plan)
     plan = widen_scan_batches(plan, config)
     # last: it wires operators of the final tree together
-    plan = push_dynamic_filters(plan, config.dynamic_filter_max_keys)
+    plan = push_dynamic_filters(plan, config.dynamic_filter_max_keys,
+                                config.dynamic_filter_max_bitmap_bits,
+                                config.dynamic_filter_through_joins)
     # the operators the rules inserted show their inputs' estimates
     return fill_row_estimates(plan)

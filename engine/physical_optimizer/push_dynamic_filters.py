@@ -1,8 +1,21 @@
 """Attach dynamic filters from top-k sorts and hash joins to the scans that feed them.
 
 A filter may only travel down through operators that pass rows through unchanged (projection
-renames, filters, partition exchanges): below a limit, an aggregate or a window, dropping rows
-early would change the answer.
+renames, filters, partition exchanges): below a limit or a window, dropping rows early would
+change the answer. A join's key filter also travels
+
+- below a hash aggregate, when its column is a group key: the rows it drops make up whole
+  groups whose key the join would drop anyway (Q17's average per part, Q20's sum per part
+  and supplier: only the parts of the outer query are aggregated, DuckDB's "delim join"
+  by another road);
+- with ``through_joins`` (off by default: on TPC-H Q9 the extra filters from builds
+  holding every key cost more than they saved), through another hash join, into the side
+  whose rows the column comes from, when that side is preserved (both sides of an inner
+  join; the left of a left, semi or anti join): an output row with key k comes from a row
+  of that side with key k, and dropping that row drops only output rows with the same key.
+
+A top-k's threshold never goes below an aggregate: it may read units in another order,
+which a streaming (sorted) aggregate relies on.
 
 A top-k whose input is not already sorted on its first key also has its scan read the units
 most likely to hold the top rows first (``DataSourceExec.read_first_by``), so the threshold
@@ -12,6 +25,7 @@ tightens at once and the filter prunes the other units by their statistics.
 from __future__ import annotations
 
 from plansight.engine.logical.expr import Column, Expr
+from plansight.engine.physical.aggregates.aggregate import AggregateExec
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
 from plansight.engine.physical.dynamic_filter import DynamicFilter
 from plansight.engine.physical.filter import FilterExec
@@ -24,9 +38,14 @@ from plansight.engine.physical.sorts.sort import SortExec
 
 # probe rows without a match never reach the output of these join types
 _PROBE_DROPPING = ("inner", "left", "left_semi", "left_anti", "right_semi")
+# the sides of a join whose every output row is one of their rows, unchanged
+_PRESERVED_LEFT = ("inner", "left", "left_semi", "left_anti")
+_PRESERVED_RIGHT = ("inner", "right", "right_semi", "right_anti")
 
 
-def push_dynamic_filters(plan: ExecutionPlan, max_keys: int = 1024) -> ExecutionPlan:
+def push_dynamic_filters(plan: ExecutionPlan, max_keys: int = 1024,
+                         max_bitmap_bits: int = 0, through_joins: bool = False
+                         ) -> ExecutionPlan:
     for _, node in plan.walk():
         if isinstance(node, SortExec) and node.fetch is not None and node.keys:
             key = node.keys[0]
@@ -43,19 +62,27 @@ def push_dynamic_filters(plan: ExecutionPlan, max_keys: int = 1024) -> Execution
         elif isinstance(node, HashJoinExec) and node.join_type in _PROBE_DROPPING:
             filters = []
             for build_key, probe_key in node.on:
-                found = find_scan_column(node.right, probe_key)
+                found = find_scan_column(node.right, probe_key, through_aggregates=True,
+                                         through_joins=through_joins)
                 if found is None:
                     continue
                 dynamic_filter = DynamicFilter(f"HashJoin[{node.operator_id}]",
-                                               keep_nulls=node.null_equal, max_keys=max_keys)
+                                               keep_nulls=node.null_equal, max_keys=max_keys,
+                                               max_bitmap_bits=max_bitmap_bits)
                 found[0].dynamic_filters.append((found[1], dynamic_filter))
                 filters.append((build_key, dynamic_filter))
             node.dynamic_filters = filters
     return plan
 
 
-def find_scan_column(plan: ExecutionPlan, column: Expr):
-    """(scan, source column name) that produces ``column`` unchanged, or None."""
+def find_scan_column(plan: ExecutionPlan, column: Expr, through_aggregates: bool = False,
+                     through_joins: bool = False):
+    """(scan, source column name) that produces ``column`` unchanged, or None.
+
+    ``through_aggregates``: also below aggregates grouped by ``column``; ``through_joins``:
+    into the preserved side of joins (a join key filter may drop every row of a key; a
+    threshold may not).
+    """
     while True:
         if not isinstance(column, Column):
             return None
@@ -76,7 +103,27 @@ def find_scan_column(plan: ExecutionPlan, column: Expr):
         if isinstance(plan, (FilterExec, CoalescePartitionsExec, RepartitionExec)):
             plan = plan.children()[0]
             continue
+        if through_aggregates and isinstance(plan, AggregateExec) and \
+                any(k.id == column.id for k in plan.keys):
+            plan = plan.input
+            continue
+        if through_joins and isinstance(plan, HashJoinExec):
+            side = _preserved_side_of(plan, column)
+            if side is None:
+                return None
+            plan = side
+            continue
         return None
+
+
+def _preserved_side_of(join: HashJoinExec, column: Column) -> ExecutionPlan | None:
+    """The child of ``join`` that produces ``column``, when each output row is one of its
+    rows (None for the NULL-padded side of an outer join)."""
+    if column.field_name in join.left.schema.names and join.join_type in _PRESERVED_LEFT:
+        return join.left
+    if column.field_name in join.right.schema.names and join.join_type in _PRESERVED_RIGHT:
+        return join.right
+    return None
 
 
 def _keeps_order_on_path(plan: ExecutionPlan) -> bool:

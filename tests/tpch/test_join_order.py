@@ -86,8 +86,11 @@ def test_build_side_is_the_smaller_estimated_input(session, number):
 @pytest.mark.parametrize("number", [21, 5, 7, 8, 9])
 def test_join_estimates_are_near_the_actual_rows(session, number):
     """Within 10x either way for every join (on this data they are mostly within 2x): the
-    order above is chosen from these numbers."""
-    run = session.sql(TPCH_QUERIES[number]).execute()
+    order above is chosen from these numbers. Measured with join key filters kept to their
+    own join's probe scan: a filter from a join above shrinks the rows of the joins below,
+    which their estimates (of what each join produces alone) do not count."""
+    run = session.sql(TPCH_QUERIES[number],
+                      options={"dynamic_filter_through_joins": False}).execute()
     for join in _hash_joins(run.plan):
         actual = max(run.metrics.total(join.operator_id, "output_rows"), 1)
         assert actual / 10 <= join.row_estimate <= actual * 10, (join.display(), actual,

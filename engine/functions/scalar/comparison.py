@@ -167,8 +167,10 @@ def in_list_kernel(args: list[Value], call_: Call) -> Value:
             found = pc.is_in(needle, value_set=value_set)
         else:
             found = pc.is_in(needle, value_set=pa.array([], needle.type))
-        # SQL: NULL IN (...) is NULL; x IN (.., NULL) is TRUE or NULL
-        found = pc.if_else(pc.is_null(needle), pa.scalar(None, pa.bool_()), found)
+        # SQL: NULL IN (...) is NULL; x IN (.., NULL) is TRUE or NULL (a column without
+        # NULLs skips the pass)
+        if is_scalar(needle) or needle.null_count:
+            found = pc.if_else(pc.is_null(needle), pa.scalar(None, pa.bool_()), found)
         if has_null:
             found = pc.if_else(found, True, pa.scalar(None, pa.bool_()))
         result = found
