@@ -66,6 +66,8 @@ def session(cluster, partitions: int, tpch: Path, synthetic_dir: Path):
     import plansight as ps
 
     made = ps.Session(target_partitions=partitions, cluster=cluster)
+    if cluster is not None:  # every query to the cluster, the one-row dispatch probe too
+        made.set_option("cluster_min_rows", 0)
     # the join hashes both sides (the build has 1M rows: shipping one build to every task
     # would measure broadcast, not the shuffle)
     made.set_option("hash_join_single_partition_threshold_rows", 0)
