@@ -11,26 +11,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from plansight.engine.kernels import hash_table as ht
+from tests.differential.colliding_keys import colliding_keys
 from tests.differential.harness import check
-
-
-def _colliding(count: int) -> list[int]:
-    """Keys whose hashes share their low 10 bits: one probe chain in every small table."""
-    rng = np.random.default_rng(5)
-    found: dict[int, list[int]] = {}
-    while True:
-        for value in rng.integers(-(1 << 40), 1 << 40, 4096).tolist():
-            bucket = found.setdefault(int(ht.hash_int(value)) & 1023, [])
-            bucket.append(value)
-            if len(bucket) == count:
-                return bucket
 
 
 def _tables() -> dict[str, pa.Table]:
     rng = np.random.default_rng(21)
     n = 300
-    wide = rng.choice(_colliding(10) + [-(1 << 62), (1 << 62)], n).tolist()
+    wide = rng.choice(colliding_keys(10, 5) + [-(1 << 62), (1 << 62)], n).tolist()
     narrow = rng.integers(-5, 40, n).tolist()  # a range table
     t = pa.table({
         "wide": pa.array([None if i % 11 == 0 else v for i, v in enumerate(wide)], pa.int64()),

@@ -8,25 +8,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from plansight.engine.kernels import hash_table as ht
+from tests.differential.colliding_keys import colliding_keys
 from tests.differential.harness import check
-
-
-def _colliding(count: int) -> list[int]:
-    """Keys whose hashes share their low 10 bits: one probe chain in every small table."""
-    rng = np.random.default_rng(4)
-    found: dict[int, list[int]] = {}
-    while True:
-        for value in rng.integers(-(1 << 40), 1 << 40, 4096).tolist():
-            bucket = found.setdefault(int(ht.hash_int(value)) & 1023, [])
-            bucket.append(value)
-            if len(bucket) == count:
-                return bucket
 
 
 def _tables() -> dict[str, pa.Table]:
     rng = np.random.default_rng(12)
-    keys = _colliding(8) + list(range(-3, 9))
+    keys = colliding_keys(8, 4) + list(range(-3, 9))
 
     def side(n: int, null_every: int, seed: int) -> pa.Table:
         r = np.random.default_rng(seed)
