@@ -17,8 +17,10 @@ import dask  # noqa: E402 (installed with distributed)
 
 from plansight.datasets import TPCH_QUERIES, tpch_parquet  # noqa: E402
 from tests.distributed.helpers import tpch_sessions  # noqa: E402
+from tests.distributed.stall_guard import StallGuard  # noqa: E402
 
 _state: dict = {}
+_guard = StallGuard()
 
 
 def _cluster():
@@ -30,6 +32,7 @@ def _cluster():
                                                processes=True, host="127.0.0.1",
                                                dashboard_address=None, memory_limit="1GiB")
         _state["cluster"], _state["client"] = cluster, distributed.Client(cluster)
+        _guard.install(_state["client"])
     return _state["cluster"], _state["client"]
 
 
@@ -63,6 +66,33 @@ def tpch_by_workers(tpch_dir):
 def client(tpch_by_workers):
     """The cluster's client (3 workers, once the worker-count sweep has run)."""
     return _scale_to(3)
+
+
+@pytest.fixture
+def stall_guard():
+    """The session's stall guard (a test of the guard itself resets what it records)."""
+    yield _guard
+    _guard.stalled = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Every cluster test (its fixtures' setup included) under the stall guard."""
+    with _guard.watch(item.nodeid):
+        yield
+
+
+def pytest_runtest_setup(item):
+    if _guard.stalled:
+        pytest.fail(f"the test cluster stalled in {_guard.stalled} (that test's report holds "
+                    "every process's stacks)")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _guard.restarts:
+        terminalreporter.write_line(
+            f"the test cluster stalled and its workers were restarted during: "
+            f"{', '.join(_guard.restarts)} (every process's stacks are in the log above)")
 
 
 def pytest_sessionfinish(session, exitstatus):
