@@ -1,5 +1,5 @@
-"""Scans feeding a hash aggregate read AGGREGATE_BATCH_FACTOR x batch_size rows per batch;
-other scans keep batch_size, and results do not change."""
+"""Scans feeding a hash aggregate or a hash join's build side read AGGREGATE_BATCH_FACTOR x
+batch_size rows per batch; other scans keep batch_size, and results do not change."""
 
 from __future__ import annotations
 
@@ -39,12 +39,31 @@ def test_global_aggregate_scan_reads_larger_batches():
     assert f"batch_rows={7 * AGGREGATE_BATCH_FACTOR}" in _scan_line(plan, "t")
 
 
-def test_join_probe_scan_under_an_aggregate_widens_but_not_the_build_side():
+def test_join_probe_scan_under_an_aggregate_widens():
     plan = _session(2).sql("SELECT name, sum(v) FROM t JOIN d ON t.k = d.k "
                            "GROUP BY name").explain()
     assert "HashJoinExec: mode=CollectLeft" in plan
     assert "batch_rows=" in _scan_line(plan, "t")
-    assert "batch_rows=" not in _scan_line(plan, "d")
+
+
+def test_build_side_scan_widens_but_not_a_probe_streaming_to_the_result():
+    plan = _session(2).sql("SELECT name, v FROM t JOIN d ON t.k = d.k WHERE v > 1").explain()
+    assert "HashJoinExec: mode=CollectLeft" in plan
+    assert "batch_rows=" in _scan_line(plan, "d")
+    assert "batch_rows=" not in _scan_line(plan, "t")
+
+
+def test_scan_reaching_a_build_side_through_a_probe_and_a_repartition_widens():
+    s = _session(2)
+    s.register("big", pa.table({"k": [i % 7 for i in range(50_000)], "w": range(50_000)}))
+    # partitioned joins: t's rows reach the build side of the join with big through the
+    # probe side of the join with d and a repartition
+    plan = s.sql("SELECT j.v, big.w FROM big JOIN (SELECT t.k, t.v FROM t JOIN d "
+                 "ON t.k = d.k WHERE t.v > 2) AS j ON j.k = big.k",
+                 options={"hash_join_single_partition_threshold_rows": 0}).explain()
+    assert plan.count("mode=Partitioned") == 2
+    assert "batch_rows=" in _scan_line(plan, "t")
+    assert "batch_rows=" not in _scan_line(plan, "big")
 
 
 @pytest.mark.parametrize("sql", [
@@ -52,6 +71,7 @@ def test_join_probe_scan_under_an_aggregate_widens_but_not_the_build_side():
     "SELECT k, sum(v) OVER (PARTITION BY k) FROM t",                    # window
     "SELECT count(*) FROM (SELECT * FROM t LIMIT 10) AS s",             # a limit between
     "SELECT k, sum(v) FROM (SELECT k, v FROM t ORDER BY k) AS s GROUP BY k",  # sorted agg
+    "SELECT t.k, v FROM t JOIN (SELECT * FROM d LIMIT 3) AS l ON t.k = l.k",  # limited build
 ])
 def test_other_scans_keep_batch_size(sql):
     plan = _session(1).sql(sql).explain()
@@ -84,6 +104,9 @@ def _tables():
     "SELECT k, count(*), sum(v) FROM e GROUP BY k",
     "SELECT count(*), sum(v) FROM e",
     "SELECT name, count(*), sum(v) FROM t JOIN d ON t.k = d.k GROUP BY name",
+    "SELECT t.k, t.v, d.name FROM t JOIN d ON t.k = d.k WHERE t.v > 20",
+    "SELECT d.name, t.s FROM d LEFT JOIN (SELECT * FROM t WHERE v < 50) AS t ON t.k = d.k",
+    "SELECT e.k FROM e RIGHT JOIN t ON e.k = t.k",
 ])
 def test_results_match_duckdb(sql, partitions, batch_size):
     check(sql, _tables(), target_partitions=partitions, batch_size=batch_size)
