@@ -14,6 +14,8 @@ that shows it:
     a window over unsorted input   row_number() OVER (), lag, a ROWS frame, ... see the
       (HashWindowAggExec)          order of the rows its ORDER BY leaves tied (the window
                                    keeps its input's order, so the result then shows it too)
+    the sorted window executors'   the same windows, sorted by a last key numbered in the
+      SourcePositionExec           order its input arrives
 
 and passes that down through operators that keep their input's row order (projection,
 filter, limit, coalesce, UNION ALL). Every other operator (aggregate, join, sort, the sorted
@@ -30,6 +32,7 @@ from plansight.engine.physical.limit import GlobalLimitExec
 from plansight.engine.physical.plan import ExecutionPlan
 from plansight.engine.physical.projection import ProjectionExec
 from plansight.engine.physical.scan import DataSourceExec
+from plansight.engine.physical.source_position import SourcePositionExec
 from plansight.engine.physical.union import UnionExec
 from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
 
@@ -44,6 +47,8 @@ def keep_source_order(plan: ExecutionPlan, order_matters: bool = True) -> Execut
     children_matter = order_matters and isinstance(plan, _ORDER_KEEPING)
     if isinstance(plan, HashWindowAggExec):
         children_matter = plan.sees_input_order()
+    elif isinstance(plan, SourcePositionExec):
+        children_matter = True  # the positions it numbers are the source's order
     children = [keep_source_order(child, children_matter) for child in plan.children()]
     if isinstance(plan, CoalescePartitionsExec) and order_matters and \
             not plan.preserve_order and children[0].output_partitioning().count > 1 and \

@@ -103,7 +103,7 @@ def test_sorted_input_streams_through_a_sorted_executor_without_a_second_sort(fr
 
 def test_reversed_sorted_input_is_read_backwards_instead_of_sorted_again():
     sql = ("SELECT p, o, id, lag(v) OVER (PARTITION BY p ORDER BY o, id) AS a, "
-           "last_value(v) OVER (PARTITION BY p ORDER BY o ROWS BETWEEN 1 PRECEDING AND "
+           "last_value(v) OVER (PARTITION BY p ORDER BY o, id ROWS BETWEEN 1 PRECEDING AND "
            "CURRENT ROW) AS b, rank() OVER (PARTITION BY p ORDER BY o) AS c "
            "FROM (SELECT * FROM t ORDER BY p DESC, o DESC NULLS FIRST, id DESC NULLS FIRST) "
            "AS sorted")
@@ -130,7 +130,8 @@ def test_compatible_orderings_share_one_sort_in_the_sorted_path(executor, operat
            "rank() OVER (PARTITION BY p ORDER BY o DESC) AS f FROM t")
     plan = _plan(sql)
     assert plan.count("SortExec") == 1
-    assert "SortExec: expr=[p ASC NULLS LAST, o ASC NULLS LAST, id ASC NULLS LAST]" in plan
+    assert "SortExec: expr=[p ASC NULLS LAST, o ASC NULLS LAST, id ASC NULLS LAST, "\
+           "__source_position ASC NULLS LAST]" in plan
     for operator, count in operators.items():
         assert plan.count(operator) == count, plan
     assert "lead(v) (backwards)" in plan

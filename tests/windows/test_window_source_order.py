@@ -5,8 +5,10 @@ on the order of the rows their ORDER BY leaves tied. plansight gives them the so
 order, so one query has one answer at every partition count and batch size. The oracle is
 DuckDB running the same query with the source position (``id``) appended to every window's
 ORDER BY, which makes that order explicit; the table has heavy ties, NULL keys and an empty
-variant. Windows whose values only read peer groups (rank, RANGE frames) keep sharing a
-longer permutation, checked by the plan test at the end.
+variant. Every window executor keeps that order: the hash executor permutes stably over
+input merged in source order, the sorted ones sort by a source position as the last key.
+Windows whose values only read peer groups (rank, RANGE frames) keep sharing a longer
+permutation or sort, checked by the plan tests at the end.
 """
 
 from __future__ import annotations
@@ -55,21 +57,34 @@ PAIRED = ("row_number() OVER (PARTITION BY g ORDER BY v) AS a, "
           "row_number() OVER (PARTITION BY g ORDER BY v, id) AS a, "
           "sum(x) OVER (PARTITION BY g ORDER BY v, x DESC, id ROWS UNBOUNDED PRECEDING) AS b")
 
+# tie-sensitive windows on one ordering and its reverse: the sorted executors share a sort
+# and read the reversed one backwards, each group of ties still forwards
+REVERSED = ("lag(x) OVER (PARTITION BY g ORDER BY v DESC) AS a, first_value(x) OVER "
+            "(PARTITION BY g ORDER BY v ROWS 2 PRECEDING) AS b, lead(x) OVER (PARTITION BY g "
+            "ORDER BY v DESC NULLS FIRST) AS c",
+            "lag(x) OVER (PARTITION BY g ORDER BY v DESC, id) AS a, first_value(x) OVER "
+            "(PARTITION BY g ORDER BY v, id ROWS 2 PRECEDING) AS b, lead(x) OVER (PARTITION BY g "
+            "ORDER BY v DESC NULLS FIRST, id) AS c")
+
 CASES = [pytest.param(f"SELECT id, {mine} AS w FROM {{table}}",
                       f"SELECT id, {theirs} AS w FROM {{table}}", id=mine[:40])
          for mine, theirs in WINDOWS]
 CASES.append(pytest.param(f"SELECT id, {PAIRED[0]} FROM {{table}}",
                           f"SELECT id, {PAIRED[1]} FROM {{table}}", id="paired"))
+CASES.append(pytest.param(f"SELECT id, {REVERSED[0]} FROM {{table}}",
+                          f"SELECT id, {REVERSED[1]} FROM {{table}}", id="reversed"))
 
 RUNS = [(1, 8192), (2, 3), (3, 7), (8, 1)]  # (partitions, batch size)
 
 
+@pytest.mark.parametrize("executor", ["auto", "sorted", "partition"])
 @pytest.mark.parametrize("table", ["t", "t_empty"])
 @pytest.mark.parametrize(("partitions", "batch_size"), RUNS)
 @pytest.mark.parametrize(("mine", "theirs"), CASES)
-def test_tied_rows_are_seen_in_source_order(mine, theirs, table, partitions, batch_size):
+def test_tied_rows_are_seen_in_source_order(mine, theirs, table, partitions, batch_size,
+                                            executor):
     actual = run_plansight(mine.format(table=table), TABLES, target_partitions=partitions,
-                           batch_size=batch_size)
+                           batch_size=batch_size, window_executor=executor)
     expected = run_duckdb(theirs.format(table=table), TABLES)
     assert_same(actual, expected, ordered=False, sql=mine)
 
@@ -94,3 +109,24 @@ def test_peer_group_windows_still_share_a_longer_permutation():
     # ties, so it gets a (g, v) permutation of its own
     assert line.count("permuted by [g, v ASC NULLS LAST, x ASC NULLS LAST]") == 2
     assert line.count("permuted by [g, v ASC NULLS LAST]") == 1
+
+
+@pytest.mark.parametrize("executor", ["sorted", "partition"])
+def test_sorted_executors_break_ties_by_source_position_only_where_ties_are_seen(executor):
+    session = ps.Session(target_partitions=2)
+    session.set_option("window_executor", executor)
+    session.register("t", TABLES["t"])
+    plan = session.sql("SELECT rank() OVER (PARTITION BY g ORDER BY v) AS r, sum(x) OVER "
+                       "(PARTITION BY g ORDER BY v DESC) AS s FROM t").explain()
+    assert "__source_position" not in plan  # peer groups only: no position, one sort
+    assert plan.count("SortExec") == 1
+    plan = session.sql("SELECT row_number() OVER (PARTITION BY g ORDER BY v) AS n, sum(x) OVER "
+                       "(PARTITION BY g ORDER BY v, x) AS s, lag(x) OVER (ORDER BY v) AS l "
+                       "FROM t").explain()
+    # row_number's ties may not be ordered by x: a sort of its own, position last
+    assert plan.count("SourcePositionExec") == 1
+    assert "expr=[g ASC NULLS LAST, v ASC NULLS LAST, __source_position ASC NULLS LAST]" in plan
+    assert "expr=[v ASC NULLS LAST, __source_position ASC NULLS LAST]" in plan
+    assert "CoalescePartitionsExec: preserve_order=true" in plan
+    top = plan.splitlines()[0]
+    assert "__source_position" not in top

@@ -28,11 +28,13 @@ from plansight.engine.functions.window.frames import FrameBounds
 from plansight.engine.functions.window.materialize import Expansion, expand_frames
 from plansight.engine.functions.window.prefix_sums import Segments, prefix
 from plansight.engine.functions.window.summation import channel_prefix, channel_sum
+from plansight.engine.kernels.nested_keys import nested_codes
 
 
 def value_codes(values: pa.Array) -> np.ndarray:
     """int64 codes, equal exactly for equal values (NaN == NaN, -0.0 == 0.0); NULL slots hold
-    an arbitrary code. Numbers are their own codes (no sort); other types get dense ranks.
+    an arbitrary code. Numbers are their own codes (no sort); structs, lists, maps and
+    intervals get nested_codes (NULLs inside equal); other types get dense ranks.
 
     Example:
         >>> value_codes(pa.array(["b", "a", "b", None]))[:3].tolist()
@@ -55,6 +57,8 @@ def value_codes(values: pa.Array) -> np.ndarray:
     if pa.types.is_temporal(typ) and not pa.types.is_interval(typ):
         storage = pa.int32() if typ.bit_width == 32 else pa.int64()
         return values.cast(storage).fill_null(0).to_numpy().astype(np.int64)
+    if pa.types.is_nested(typ) or pa.types.is_interval(typ):
+        return nested_codes(values)[0]
     ranks = pc.rank(values, sort_keys="ascending", tiebreaker="dense")
     return ranks.to_numpy().astype(np.int64) - 1
 

@@ -11,6 +11,8 @@ One vectorized search serves every partition::
                  Integers and decimals use exact arithmetic (a fractional offset is rounded
                  toward the side that keeps the comparison exact), floats use the key's own
                  float width, dates/timestamps add months (clamping the day), days, then nanos.
+                 TIME keys count an interval as its total length (a month = 30 days, as
+                 DuckDB) and do not wrap around midnight: 01:00 - 2 hours lies before 00:00.
     2. ranks     np.unique over keys and targets -> dense ranks in value order (NaN last),
                  reversed for DESC, so keys ascend inside every partition.
     3. composite partition_index * n_ranks + rank ascends over ALL rows at once,
@@ -111,6 +113,7 @@ class _KeyDomain:
         self.unit_nanos: int | None = None  # set for temporal keys
         self.date_days = False
         self.date_as_micros = False  # a date key compared as timestamps (interval offsets)
+        self.time_of_day = False  # months and days are lengths, not calendar steps
         dense = _numeric_view(key)
         if pa.types.is_integer(typ) or pa.types.is_decimal(typ):
             self.kind = "integer"
@@ -124,12 +127,15 @@ class _KeyDomain:
             self.kind, self.unit_nanos = "temporal", _NANOS_PER_UNIT["ms"]
         elif pa.types.is_timestamp(typ):
             self.kind, self.unit_nanos = "temporal", _NANOS_PER_UNIT[typ.unit]
-        elif pa.types.is_time(typ) or pa.types.is_duration(typ) or pa.types.is_interval(typ):
+        elif pa.types.is_time(typ):
+            self.kind, self.unit_nanos = "temporal", _NANOS_PER_UNIT[typ.unit]
+            self.time_of_day = True
+        elif pa.types.is_duration(typ) or pa.types.is_interval(typ):
             raise NotSupportedError(f"RANGE frames with an offset over an ORDER BY key of type "
                                     f"{typ} are not supported")
         else:
-            raise PlanError(f"RANGE frames with an offset need a numeric, date or timestamp "
-                            f"ORDER BY key, got {typ}")
+            raise PlanError(f"RANGE frames with an offset need a numeric, date, time or "
+                            f"timestamp ORDER BY key, got {typ}")
         self.values = dense[hay_rows]
         offsets = [o.as_py() if isinstance(o, pa.Scalar) else o for o in offsets]
         if self.date_days and any(_is_interval(o) for o in offsets):
@@ -195,6 +201,8 @@ class _KeyDomain:
         else:
             months = offset.months
             nanos = Fraction(offset.days * _DAY_NANOS + offset.nanoseconds)
+        if self.time_of_day:
+            months, nanos = 0, nanos + months * 30 * _DAY_NANOS
         assert self.unit_nanos is not None
         return months, nanos / self.unit_nanos
 
@@ -214,8 +222,10 @@ def _numeric_view(key: pa.Array) -> np.ndarray:
         return words[2 * key.offset:2 * (key.offset + len(key)):2].copy()
     if pa.types.is_date32(typ):
         return key.cast(pa.int32()).fill_null(0).to_numpy().astype(np.int64)
-    if pa.types.is_date64(typ) or pa.types.is_timestamp(typ):
+    if pa.types.is_date64(typ) or pa.types.is_timestamp(typ) or pa.types.is_time64(typ):
         return key.cast(pa.int64()).fill_null(0).to_numpy()
+    if pa.types.is_time32(typ):
+        return key.cast(pa.int32()).fill_null(0).to_numpy().astype(np.int64)
     if pa.types.is_unsigned_integer(typ):
         return key.fill_null(0).to_numpy().astype(np.uint64)
     if pa.types.is_integer(typ):

@@ -147,12 +147,14 @@ class BoundedWindowAggExec(ExecutionPlan):
     name = "BoundedWindowAggExec"
 
     def __init__(self, windows: list[WindowCall], outputs: list[Column], input: ExecutionPlan,
-                 partition_ordering=None):
+                 partition_ordering=None, tiebreak=()):
         fields = list(input.schema) + [pa.field(o.field_name, o.type) for o in outputs]
         super().__init__(pa.schema(fields))
         self.windows, self.outputs, self.input = list(windows), list(outputs), input
         self.partition_by = list(windows[0].partition_by)
         self.order_by = list(windows[0].order_by)
+        #: sort keys required after the ORDER BY that only order tied rows (a source position)
+        self.tiebreak = tuple(tiebreak)
         # any permutation of the partition keys, in any direction, groups the partitions
         self.partition_ordering = [SortKey(e) for e in self.partition_by] \
             if partition_ordering is None else list(partition_ordering)
@@ -173,7 +175,7 @@ class BoundedWindowAggExec(ExecutionPlan):
 
     def with_new_children(self, children):
         return BoundedWindowAggExec(self.windows, self.outputs, children[0],
-                                    self.partition_ordering)
+                                    self.partition_ordering, self.tiebreak)
 
     def required_input_distribution(self):
         if not self.partition_by:
@@ -181,7 +183,7 @@ class BoundedWindowAggExec(ExecutionPlan):
         return [hash_distribution(self.partition_by)]
 
     def required_input_ordering(self):
-        return [tuple(self.partition_ordering + self.order_by)]
+        return [tuple(self.partition_ordering + self.order_by) + self.tiebreak]
 
     def maintains_input_order(self):
         return [True]

@@ -27,12 +27,22 @@ The input's order is read through its equivalences (equivalence.py): rows sorted
 needs no order, so rows sorted by ``b`` serve ``PARTITION BY a, b``. The executor is given
 the input's order restated in the window's own columns (input_ordering_for).
 
+Windows that see the order of tied rows (row_number() OVER (PARTITION BY g), lag, ROWS
+frames; window_shape.sees_tie_order) see them in the source's order under every executor,
+so a query has one answer at every partition count. The hash executor permutes stably over
+input merged in source order; the sorted executors sort by a source position appended
+below them (SourcePositionExec) as the last key, dropped above them. Such a window shares
+a sort only with windows of its ORDER BY or its reverse (a longer one would order its
+ties); read backwards, it reads each group of ties forwards.
+
 The executor declares its requirements; EnsureRequirements adds only what is missing.
 The ``window_executor`` option forces an executor: "hash", "sorted" (sorts below the
 streaming executors) or "partition" (sorts below WindowAggExec only); "auto" chooses.
 """
 
 from __future__ import annotations
+
+import pyarrow as pa
 
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.logical import plan as lp
@@ -44,6 +54,8 @@ from plansight.engine.physical.plan import (
     hash_distribution,
     ordering_satisfies,
 )
+from plansight.engine.physical.projection import ProjectionExec
+from plansight.engine.physical.source_position import SourcePositionExec
 from plansight.engine.physical.windows.bounded_window_agg import (
     BoundedWindowAggExec,
     bounded_supported,
@@ -51,7 +63,10 @@ from plansight.engine.physical.windows.bounded_window_agg import (
 from plansight.engine.physical.windows.chain import group_windows
 from plansight.engine.physical.windows.window_agg import WindowAggExec
 from plansight.engine.physical.windows.window_hash_agg import HashWindowAggExec
-from plansight.engine.physical.windows.window_shape import window_direction
+from plansight.engine.physical.windows.window_shape import sees_tie_order, window_direction
+
+#: the row's position in its source, a last sort key for windows that see tie order
+SOURCE_POSITION = Column(-1, "__source_position", pa.int64(), False)
 
 
 def stacked_windows(node: lp.Window) -> tuple[list[WindowCall], list[Column], lp.LogicalPlan]:
@@ -101,30 +116,41 @@ def _plan_sorted_chains(all_windows: list[WindowCall], all_outputs: list[Column]
     chains: list[tuple[WindowCall, list[list[int]]]] = []  # (longest window, its groups)
     for indices in sorted(groups, key=lambda g: -len(all_windows[g[0]].order_by)):
         window = all_windows[indices[0]]
+        # windows that see tie order share only a sort that leaves their ties to the position
+        # (read backwards, WindowAggExec keeps each group of ties forwards)
+        sees_ties = any(sees_tie_order(all_windows[i]) for i in indices)
         for longest, members in chains:
-            if set(longest.partition_by) == set(window.partition_by) and \
-                    window_direction(window, longest.order_by) is not None:
+            direction = window_direction(window, longest.order_by)
+            if sees_ties and len(window.order_by) != len(longest.order_by):
+                continue
+            if set(longest.partition_by) == set(window.partition_by) and direction is not None:
                 members.append(indices)
                 break
         else:
             chains.append((window, [indices]))
-    plan = child
+    # numbered once below every chain: a chain above another sees that one's sorted output
+    position = SOURCE_POSITION if any(map(sees_tie_order, all_windows)) else None
+    plan = child if position is None else SourcePositionExec(child, position)
     for longest, members in chains:
         plan = _plan_chain(longest, [[all_windows[i] for i in m] for m in members],
-                           [[all_outputs[i] for i in m] for m in members], plan, executor)
-    return plan
+                           [[all_outputs[i] for i in m] for m in members], plan, executor,
+                           position)
+    return plan if position is None else _without_position(plan)
 
 
 def _plan_chain(longest: WindowCall, members: list[list[WindowCall]],
-                outputs: list[list[Column]], child: ExecutionPlan,
-                executor: str) -> ExecutionPlan:
+                outputs: list[list[Column]], child: ExecutionPlan, executor: str,
+                position: Column | None) -> ExecutionPlan:
     """Streaming executors for the members that can stream, one WindowAggExec for the rest;
     whichever holds the longest ordering goes lowest, so one sort below serves them all."""
+    tiebreak: tuple[SortKey, ...] = ()
     if _sorted_executor(members[0], outputs[0], child, executor) is not None:
         # the input already serves the chain: its ordering, in the windows' columns
         have = input_ordering_for(longest, child.output_ordering() or (), child.equivalences())
     else:
         have = tuple([SortKey(e) for e in longest.partition_by] + list(longest.order_by))
+        if position is not None and any(map(sees_tie_order, sum(members, []))):
+            tiebreak = (SortKey(position),)
     streaming, rest_windows, rest_outputs = [], [], []
     for windows, columns in zip(members, outputs):
         if isinstance(_sorted_executor(windows, columns, child, executor, have),
@@ -136,17 +162,32 @@ def _plan_chain(longest: WindowCall, members: list[list[WindowCall]],
     width = len(longest.partition_by)
 
     def partition_at_a_time(below: ExecutionPlan) -> ExecutionPlan:
-        return WindowAggExec(rest_windows, rest_outputs, below, order_keys=have[width:],
+        return WindowAggExec(rest_windows, rest_outputs, below,
+                             order_keys=tuple(have[width:]) + tiebreak,
                              partition_ordering=have[:width])
 
     plan = child
     if rest_windows and members[0][0] in rest_windows:
         plan = partition_at_a_time(plan)
     for windows, columns in streaming:
-        plan = BoundedWindowAggExec(windows, columns, plan, partition_ordering=have[:width])
+        # the position orders only ties of the full ordering (a shorter one is served anyway)
+        full = len(windows[0].order_by) == len(longest.order_by)
+        plan = BoundedWindowAggExec(windows, columns, plan, partition_ordering=have[:width],
+                                    tiebreak=tiebreak if full else ())
     if rest_windows and members[0][0] not in rest_windows:
         plan = partition_at_a_time(plan)
     return plan
+
+
+def _without_position(plan: ExecutionPlan) -> ExecutionPlan:
+    """``plan``'s columns but the source position."""
+    kept = []
+    for field in plan.schema:
+        if field.name == SOURCE_POSITION.field_name:
+            continue
+        name, _, column_id = field.name.rpartition("#")
+        kept.append(Column(int(column_id), name, field.type, field.nullable))
+    return ProjectionExec(kept, kept, plan)
 
 
 def _plan_group(windows: list[WindowCall], outputs: list[Column],

@@ -36,6 +36,7 @@ from plansight.engine.physical.windows.window_shape import (
     describe_window,
     is_whole_partition,
     partition_starts,
+    sees_tie_order,
     window_direction,
 )
 
@@ -168,16 +169,26 @@ class WindowAggExec(ExecutionPlan):
         """Window columns for complete partitions ``table`` (``starts`` ends at num_rows)."""
         if starts[-1] != table.num_rows:
             starts = np.append(starts, table.num_rows)
-        readers: dict[str, pa.Array | None] = {"forward": None}
+        readers: dict = {"forward": None}  # direction -> (rows to read, their inverse)
         columns = list(table.columns)
         for window, output, direction in zip(self.windows, self.outputs, self.directions):
-            if direction not in readers:
+            # a window that sees tie order reads its ties forwards (in source order) even
+            # when it reads the partition backwards
+            key = (direction, tuple(window.order_by)) if direction != "forward" and \
+                sees_tie_order(window) else direction
+            if key not in readers:
                 runs = starts
                 if direction == "backwards-nulls":
                     runs = _split_at_null_boundaries(
                         starts, evaluate(window.order_by[0].expr, table))
-                readers[direction] = pa.array(_reversed_rows(runs))
-            values = _evaluate_window(window, table, starts, readers[direction])
+                if key == direction:
+                    rows = pa.array(_reversed_rows(runs))
+                    readers[key] = (rows, rows)
+                else:
+                    peers = partition_starts([evaluate(k.expr, table) for k in window.order_by],
+                                             table.num_rows)
+                    readers[key] = _reversed_peer_groups(runs, peers)
+            values = _evaluate_window(window, table, starts, readers[key])
             if values.type != output.type:
                 values = values.cast(output.type)
             columns.append(values)
@@ -209,10 +220,33 @@ def _reversed_rows(starts: np.ndarray) -> np.ndarray:
     return first + last - np.arange(int(starts[-1]), dtype=np.int64)
 
 
+def _reversed_peer_groups(runs: np.ndarray, peers: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """(rows, inverse): every run ``[runs[k], runs[k+1])`` read with its groups of equal keys
+    (starting at ``peers``) in reverse order and the rows of each group in their order.
+
+    Example:
+        >>> rows, _ = _reversed_peer_groups(np.array([0, 5]), np.array([0, 2, 3, 5]))
+        >>> rows.to_pylist()
+        [3, 4, 2, 0, 1]
+    """
+    n = int(runs[-1])
+    bounds = np.union1d(runs, peers).astype(np.int64)  # a group never spans two runs
+    group = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+    run = np.repeat(np.arange(len(runs) - 1), np.diff(runs))
+    row = np.arange(n, dtype=np.int64)
+    # a row's new place: its run's start + the rows of later groups + its place in its group
+    destination = runs[:-1][run] + (runs[1:][run] - bounds[1:][group]) + (row - bounds[group])
+    rows = np.empty(n, dtype=np.int64)
+    rows[destination] = row
+    return pa.array(rows), pa.array(destination)
+
+
 def _evaluate_window(window: WindowCall, table: pa.Table | pa.RecordBatch, starts: np.ndarray,
-                     rows: pa.Array | None = None) -> pa.Array:
-    """One window column of sorted ``table``; with ``rows`` (an involution, e.g. reversed
-    partitions) the window is evaluated on the rows in that order and mapped back."""
+                     reader: tuple[pa.Array, pa.Array] | None = None) -> pa.Array:
+    """One window column of sorted ``table``; with ``reader`` (rows, inverse), e.g. reversed
+    partitions, the window is evaluated on the rows in that order and mapped back."""
+    rows, inverse = reader if reader is not None else (None, None)
+
     def column(expr):
         values = evaluate(expr, table)
         return values if rows is None else values.take(rows)
@@ -229,4 +263,4 @@ def _evaluate_window(window: WindowCall, table: pa.Table | pa.RecordBatch, start
                              nulls_first=[k.nulls_first for k in window.order_by],
                              frame=window.frame, distinct=window.distinct,
                              ignore_nulls=window.ignore_nulls, filter_mask=mask)
-    return values if rows is None else values.take(rows)
+    return values if rows is None else values.take(inverse)

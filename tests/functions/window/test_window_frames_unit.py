@@ -234,8 +234,10 @@ def test_range_offset_type_mismatch() -> None:
     with pytest.raises(PlanError):
         _call("count_star", [], [pa.array([datetime.datetime(2024, 1, 1)])],
               FrameSpec("range", P(1), CR))
+    with pytest.raises(PlanError, match="must be an interval"):
+        _call("count_star", [], [pa.array([datetime.time(1, 2)])], FrameSpec("range", P(1), CR))
     with pytest.raises(NotSupportedError):
-        _call("count_star", [], [pa.array([datetime.time(1, 2)])],
+        _call("count_star", [], [pa.array([datetime.timedelta(hours=2)])],
               FrameSpec("range", P(datetime.timedelta(hours=1)), CR))
 
 
