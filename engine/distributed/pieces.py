@@ -31,12 +31,23 @@ PieceKey = tuple[str, int, int, int]
 class _Piece:
     def __init__(self, schema: pa.Schema):
         self.schema = schema
+        # a map task appends on its thread while a cancel may drop the query from the
+        # worker's event loop: closing a file mid-write could hit a reused descriptor
+        self.lock = threading.Lock()
+        self.dropped = False
         self.batches: list[pa.RecordBatch] = []
         self.path: Path | None = None
         self.writer: ipc.RecordBatchStreamWriter | None = None
         self.sink = None
         self.rows = 0
         self.bytes = 0
+
+    def close_file(self) -> None:
+        """Close the piece's file, if it has one open (holding ``lock``)."""
+        if self.writer is not None:
+            self.writer.close()
+            self.sink.close()
+            self.writer = self.sink = None
 
 
 class PieceStore:
@@ -72,28 +83,30 @@ class PieceStore:
             piece = self._pieces.get(key)
             if piece is None:
                 piece = self._pieces[key] = _Piece(batch.schema)
-        piece.rows += batch.num_rows
-        piece.bytes += batch.nbytes
-        if piece.path is None and self._reservation(key[0]).try_grow(batch.nbytes):
-            piece.batches.append(batch)
-            return
-        if piece.path is None:  # refused: this piece goes to disk, what it held included
-            piece.path = self.directory() / ("-".join(map(str, key)) + ".arrow")
-            piece.sink = pa.OSFile(str(piece.path), "wb")
-            piece.writer = ipc.new_stream(piece.sink, piece.schema)
-            held, piece.batches = piece.batches, []
-            for old in held:
-                piece.writer.write_batch(old)
-            self._reservation(key[0]).shrink(sum(b.nbytes for b in held))
-        piece.writer.write_batch(batch)
+        with piece.lock:
+            if piece.dropped:  # the query was dropped (cancelled) while this task ran
+                return
+            piece.rows += batch.num_rows
+            piece.bytes += batch.nbytes
+            if piece.path is None and self._reservation(key[0]).try_grow(batch.nbytes):
+                piece.batches.append(batch)
+                return
+            if piece.path is None:  # refused: this piece goes to disk, what it held too
+                piece.path = self.directory() / ("-".join(map(str, key)) + ".arrow")
+                piece.sink = pa.OSFile(str(piece.path), "wb")
+                piece.writer = ipc.new_stream(piece.sink, piece.schema)
+                held, piece.batches = piece.batches, []
+                for old in held:
+                    piece.writer.write_batch(old)
+                self._reservation(key[0]).shrink(sum(b.nbytes for b in held))
+            piece.writer.write_batch(batch)
 
     def finish(self, key: PieceKey) -> None:
         """Close piece ``key``'s file, if it has one (its map task is done)."""
         piece = self._pieces.get(key)
-        if piece is not None and piece.writer is not None:
-            piece.writer.close()
-            piece.sink.close()
-            piece.writer = piece.sink = None
+        if piece is not None:
+            with piece.lock:
+                piece.close_file()
 
     def batches(self, key: PieceKey) -> Iterator[pa.RecordBatch]:
         """The batches of piece ``key`` (none when the map task sent it no rows)."""
@@ -126,11 +139,11 @@ class PieceStore:
             pieces = [self._pieces.pop(key) for key in keys]
             reservation = self._reservations.pop(query_id, None)
         for piece in pieces:
-            if piece.writer is not None:
-                piece.writer.close()
-                piece.sink.close()
-            if piece.path is not None:
-                piece.path.unlink(missing_ok=True)
+            with piece.lock:
+                piece.dropped = True
+                piece.close_file()
+                if piece.path is not None:
+                    piece.path.unlink(missing_ok=True)
         if reservation is not None:
             reservation.free()
         return len(pieces)

@@ -4,6 +4,7 @@ execute_task running every stage of a plan in this process (no cluster)."""
 from __future__ import annotations
 
 import pickle
+import threading
 
 import pyarrow as pa
 import pytest
@@ -130,6 +131,29 @@ def test_piece_store_spills_when_the_pool_refuses(tmp_path):
     received = read_ipc(store.serialized(key))
     assert pa.Table.from_batches(received).equals(pa.Table.from_batches([batch] * 3))
     assert store.drop_query("q") == 1 and store.files() == []
+
+
+def test_a_query_dropped_while_its_map_task_writes_leaves_nothing(tmp_path):
+    """A cancel drops the query from the worker's event loop while a map task still appends
+    (on disk: the pool holds nothing): no write on a closed file, no file left behind."""
+    store = PieceStore(MemoryPool(0), str(tmp_path))
+    batch = pa.record_batch({"x": pa.array(range(100), pa.int64())})
+    errors: list = []
+
+    def write():
+        try:
+            for i in range(2000):
+                store.append(("q", 1, 0, i % 4), batch)
+        except BaseException as error:  # noqa: BLE001 (the test reports it)
+            errors.append(error)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    while writer.is_alive():
+        store.drop_query("q")
+    writer.join()
+    store.drop_query("q")  # as execute_task's finally does after a cancel
+    assert errors == [] and store.files() == [] and store.pool.reserved == 0
 
 
 def test_pieces_read_off_the_wire_are_aligned():
