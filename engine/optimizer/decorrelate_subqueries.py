@@ -296,7 +296,8 @@ def _dependent_aggregate(plan: lp.LogicalPlan, inner: lp.LogicalPlan, outer_ids:
         D = DISTINCT outer cols of ``plan``
 
     Every outer row finds exactly its D row, so an empty group gives the aggregates' empty
-    value by itself (COUNT 0; count(*) counts a marker, not the left join's padding row).
+    value by itself (COUNT 0, SUM NULL): every aggregate is filtered on a marker that the
+    left join's padding row lacks.
     None when ``inner`` is not projections over a global aggregate.
     """
     projections = []
@@ -319,8 +320,11 @@ def _dependent_aggregate(plan: lp.LogicalPlan, inner: lp.LogicalPlan, outer_ids:
                            body.columns + (marker,))
     joined = lp.Join(values, marked, "left", (),
                      conjunction([replace_columns(p, to_distinct) for p in pulled]))
-    aggregates = tuple(AggregateCall("count", (marker,), a.type, False, a.filter, a.options)
-                       if a.func == "count_star" else a for a in node.aggregates)
+    # the left join's padding row (a D value without inner rows) is no input row: every
+    # aggregate skips it, also one whose argument is not NULL there (sum(2), count(*))
+    aggregates = tuple(replace(a, filter=marker if a.filter is None else
+                               resolve_operator("and", [a.filter, marker], {}))
+                       for a in node.aggregates)
     top: lp.LogicalPlan = lp.Aggregate(joined, distinct, distinct, aggregates,
                                        node.aggregate_outputs)
     for projection in reversed(projections):
