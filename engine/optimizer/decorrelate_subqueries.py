@@ -205,7 +205,8 @@ def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
         return outer if not sub.negated else lp.Filter(outer, Literal(False, pa.bool_()))
     outer_ids = {c.id for c in outer.columns}
     keep = [inner.columns[0]] if sub.kind == "in" else []
-    inner, correlated = _pull_correlated(inner, outer_ids, keep, for_exists=sub.kind == "exists")
+    inner, correlated = _pull_correlated(inner, outer_ids, keep, for_exists=sub.kind == "exists",
+                                         outer=outer)
     conditions = list(correlated)
     null_aware = sub.negated and sub.kind == "in"
     if sub.kind == "in":
@@ -248,7 +249,7 @@ def _replace_subqueries(plan: lp.LogicalPlan, exprs: list[Expr]):
         grouped: list[lp.Aggregate] = []
         try:
             inner, correlated = _pull_correlated(inner, outer_ids, [value], for_exists=False,
-                                                 grouped=grouped)
+                                                 grouped=grouped, outer=plan)
         except NotSupportedError:
             general = _dependent_aggregate(plan, inner, outer_ids)
             if general is None:
@@ -307,7 +308,7 @@ def _dependent_aggregate(plan: lp.LogicalPlan, inner: lp.LogicalPlan, outer_ids:
         node = node.input
     if not isinstance(node, lp.Aggregate) or node.group_exprs:
         return None
-    body, pulled = _pull_correlated(node.input, outer_ids, [], for_exists=False)
+    body, pulled = _pull_correlated(node.input, outer_ids, [], for_exists=False, outer=plan)
     if not pulled:
         return None
     outer_columns = list({e.id: e for p in pulled for e in walk(p)
@@ -406,7 +407,7 @@ def _mark_subquery(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalP
         return plan, Literal(not sub.negated, pa.bool_())
     keep = [inner.columns[0]] if sub.kind == "in" else []
     inner, correlated = _pull_correlated(inner, produced_ids(plan), keep,
-                                         for_exists=sub.kind == "exists")
+                                         for_exists=sub.kind == "exists", outer=plan)
     inner_ids = produced_ids(inner)
     pairs = []
     for predicate in correlated:
@@ -498,13 +499,16 @@ def _mark_by_counts(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.Logical
 
 
 def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Column],
-                     for_exists: bool, grouped: list[lp.Aggregate] | None = None
+                     for_exists: bool, grouped: list[lp.Aggregate] | None = None,
+                     outer: lp.LogicalPlan | None = None
                      ) -> tuple[lp.LogicalPlan, list[Expr]]:
     """Remove correlated predicates from ``plan``; return the plan and those predicates.
 
     An aggregate without GROUP BY that correlates becomes grouped by the correlation
     columns; with ``grouped`` given (scalar subqueries), such aggregates are appended to it and
     the caller supplies the empty-group value, else COUNT raises NotSupportedError.
+    ``outer`` (the plan producing ``outer_ids``) lets a LIMIT correlated by any predicate be
+    computed per distinct outer value (``_limit_per_outer_value``).
     """
     inner_ids = produced_ids(plan)
 
@@ -590,9 +594,12 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
                 continue  # outer columns only: the same for every inner row
             inner_side = _equality_inner_side(p, inner_ids)
             if inner_side is None:
-                raise NotSupportedError("a correlated subquery with LIMIT may only correlate "
-                                        f"through equality conditions; found: {p}")
+                return limit_per_outer_value(node, sort, child, pulled)
             partition.append(inner_side)
+        return numbered(node, sort, child, tuple(partition)), pulled
+
+    def numbered(node: lp.Limit, sort: lp.Sort | None, child: lp.LogicalPlan,
+                 partition: tuple[Expr, ...]) -> lp.LogicalPlan:
         number = Column(next_id(), "__row", pa.int64())
         window = lp.Window(child, (WindowCall("row_number", (), pa.int64(), tuple(partition),
                                               sort.keys if sort is not None else ()),),
@@ -602,7 +609,40 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
             bounds.append(resolve_operator(
                 "lte", [number, Literal(node.skip + node.fetch, pa.int64())], {}))
         kept = lp.Filter(window, conjunction(bounds))
-        return lp.Projection(kept, child.columns, child.columns), pulled
+        return lp.Projection(kept, child.columns, child.columns)
+
+    def limit_per_outer_value(node: lp.Limit, sort: lp.Sort | None, child: lp.LogicalPlan,
+                              pulled: list[Expr]) -> tuple[lp.LogicalPlan, list[Expr]]:
+        """A LIMIT correlated by any predicate (``i.x < o.y``): the dependent join pushed
+        down to it (Neumann & Kemper), with D = DISTINCT outer columns the predicates read::
+
+            Limit(n, Sort(k, Filter(body, p(i, o))))
+              ->  row_number() OVER (PARTITION BY D ORDER BY k) <= n over
+                  Join(D, body, p(i, D)),  correlated by o = D
+
+        The join back is a plain equality: it is exact when every predicate is NULL on a
+        NULL outer column (a comparison with the bare column), as then an outer row with a
+        NULL matches no inner row either way; other predicates stay NotSupportedError.
+        """
+        local = [p for p in pulled if columns_of(p) & inner_ids]
+        rest = [p for p in pulled if not columns_of(p) & inner_ids]
+        reads = {c.id: c for p in local for c in walk(p)
+                 if isinstance(c, Column) and c.id not in inner_ids}
+        if outer is None or not set(reads) <= outer_ids or not all(
+                _null_on_null_outer(p, inner_ids) for p in local):
+            raise NotSupportedError("a correlated subquery with LIMIT may only correlate "
+                                    f"through equality or comparison conditions; found: "
+                                    f"{conjunction(local)}")
+        outer_columns = list(reads.values())
+        distinct = tuple(Column(next_id(), c.name, c.type) for c in outer_columns)
+        values = lp.Aggregate(outer, tuple(outer_columns), distinct, (), ())
+        to_distinct = {c.id: d for c, d in zip(outer_columns, distinct)}
+        joined = lp.Join(values, child, "inner", (),
+                         conjunction([replace_columns(p, to_distinct) for p in local]))
+        limited = numbered(node, sort, joined, distinct)
+        inner_ids.update(d.id for d in distinct)  # read by the pulled equalities
+        back = [resolve_operator("eq", [c, d], {}) for c, d in zip(outer_columns, distinct)]
+        return limited, rest + back
 
     new_plan, pulled = pull(plan)
     leftover = produced_ids(new_plan)
@@ -656,6 +696,17 @@ def _all_expressions(plan: lp.LogicalPlan):
 
 def _inner_columns(expr: Expr, inner_ids: set[int]) -> list[Column]:
     return [e for e in walk(expr) if isinstance(e, Column) and e.id in inner_ids]
+
+
+_COMPARISONS = ("eq", "neq", "lt", "lte", "gt", "gte")
+
+
+def _null_on_null_outer(expr: Expr, inner_ids: set[int]) -> bool:
+    """``expr`` is a comparison whose outer operands are bare columns: NULL (so not TRUE)
+    whenever one of those columns is NULL."""
+    if not (isinstance(expr, Call) and expr.func in _COMPARISONS):
+        return False
+    return all(isinstance(a, Column) or not (columns_of(a) - inner_ids) for a in expr.args)
 
 
 def _equality_inner_side(expr: Expr, inner_ids: set[int]) -> Expr | None:

@@ -12,6 +12,7 @@ import functools
 import pyarrow as pa
 import pytest
 
+from plansight.errors import NotSupportedError
 from tests.differential.harness import (
     assert_same,
     has_top_level_order_by,
@@ -41,7 +42,45 @@ CASES = {
         "FROM d AS o",
     "non-equality-correlated-constant-over-empty":
         "SELECT id, (SELECT max(1) FROM e AS i WHERE i.v <> o.v) FROM d AS o",
+    # LIMIT in a subquery correlated by a non-equality: computed per distinct outer value
+    "limit-correlated-by-less-than":
+        "SELECT id, (SELECT i.v FROM d AS i WHERE i.dt < o.dt ORDER BY i.id LIMIT 1) FROM d AS o",
+    "limit-correlated-by-not-equal-desc":
+        "SELECT id, (SELECT i.v FROM d AS i WHERE i.dt <> o.dt ORDER BY i.id DESC LIMIT 1) "
+        "FROM d AS o",
+    "limit-correlated-by-equality-and-comparison":
+        "SELECT id, (SELECT i.v FROM d AS i WHERE i.v > o.v AND i.dt = o.dt ORDER BY i.id "
+        "LIMIT 1) FROM d AS o",
+    "limit-correlated-offset":
+        "SELECT id, (SELECT i.v FROM d AS i WHERE i.id < o.id ORDER BY i.id LIMIT 1 OFFSET 1) "
+        "FROM d AS o",
+    "limit-correlated-exists":
+        "SELECT id FROM d AS o WHERE EXISTS (SELECT 1 FROM d AS i WHERE i.v > o.v "
+        "ORDER BY i.id LIMIT 1)",
+    "limit-correlated-in":
+        "SELECT id FROM d AS o WHERE o.v IN (SELECT i.v FROM d AS i WHERE i.id > o.id "
+        "ORDER BY i.id LIMIT 2)",
+    "limit-correlated-not-in-value":
+        "SELECT id, o.v NOT IN (SELECT i.v FROM d AS i WHERE i.id < o.id ORDER BY i.id DESC "
+        "LIMIT 2) FROM d AS o",
+    "limit-correlated-exists-under-or":
+        "SELECT id, EXISTS (SELECT 1 FROM d AS i WHERE i.id > o.v ORDER BY i.id LIMIT 1) "
+        "OR o.v IS NULL FROM d AS o",
+    "limit-correlated-under-aggregate":
+        "SELECT id, (SELECT sum(x.v) FROM (SELECT i.v FROM d AS i WHERE i.id <= o.id "
+        "ORDER BY i.v DESC NULLS LAST LIMIT 2) x) FROM d AS o",
+    "limit-correlated-over-empty":
+        "SELECT id, (SELECT i.v FROM e AS i WHERE i.id < o.id ORDER BY i.id LIMIT 1) FROM d AS o",
 }
+
+
+@pytest.mark.xfail(raises=NotSupportedError, strict=True)
+def test_limit_correlated_by_a_null_tolerant_predicate_is_a_known_gap():
+    """The join back on the distinct outer values is a plain equality: exact only for
+    predicates that are NULL on a NULL outer column."""
+    sql = ("SELECT id, (SELECT i.v FROM d AS i WHERE i.v IS DISTINCT FROM o.v ORDER BY i.id "
+           "LIMIT 1) FROM d AS o")
+    run_plansight(sql, TABLES, target_partitions=2)
 
 
 @pytest.mark.parametrize("partitions,batch_size", CONFIGS)
