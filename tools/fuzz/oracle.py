@@ -84,6 +84,20 @@ class Engines:
         except duckdb.Error as e:
             return e
 
+    def duckdb_unoptimized_fails(self, sql: str) -> bool:
+        """Whether DuckDB raises for ``sql`` with its optimizer off: then an error plansight
+        alone raises is one DuckDB's optimizer skipped (a filter folded to FALSE, an empty
+        input pruned, statistics proving an expression NULL), not a wrong outcome."""
+        self.duckdb("SELECT 1")  # connected, tables registered
+        self._duckdb.execute("PRAGMA disable_optimizer")
+        try:
+            self._duckdb.sql(sql).to_arrow_table()
+            return False
+        except duckdb.Error:
+            return True
+        finally:
+            self._duckdb.execute("PRAGMA enable_optimizer")
+
     def plansight(self, sql: str, partitions: int, batch_size: int,
                   optimizer: bool = True) -> pa.Table | Exception:
         if self._session is None:
@@ -171,6 +185,10 @@ def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[
             kind, detail = classify_error(actual)
             if isinstance(expected, Exception) and isinstance(actual, ExecutionError):
                 continue  # both fail at run time (overflow, division by zero, conversion)
+            if isinstance(actual, ExecutionError) and engines.duckdb_unoptimized_fails(sql):
+                findings.append(Finding("evaluation-order", f"DuckDB's optimizer skipped: "
+                                        f"{detail}", sql, where))
+                break
             findings.append(Finding(kind, detail, sql, where))
             break
         if isinstance(expected, Exception):
