@@ -81,6 +81,10 @@ class Engines:
         except (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException,
                 duckdb.NotImplementedException) as e:
             raise DuckDBRejects(str(e)) from e
+        except duckdb.ConversionException as e:
+            if "Unimplemented type for cast" in str(e):  # a binding error (no such cast)
+                raise DuckDBRejects(str(e)) from e
+            return e
         except duckdb.Error as e:
             return e
 
