@@ -134,8 +134,7 @@ def _project_join_subqueries(node: lp.Join) -> lp.LogicalPlan:
     for sub in _outermost_subqueries(node.filter):
         reads = _referenced_ids(sub)
         if reads & left_ids and reads & right_ids:
-            raise NotSupportedError("a subquery in the ON condition of an outer join that "
-                                    "reads columns of both sides is not supported yet")
+            return _outer_join_by_distinct_values(node)
         side = computed[1] if reads & right_ids else computed[0]
         side.setdefault(sub, Column(next_id(), "__subquery", sub.type))
     replaced = {sub.plan_key: column for side in computed for sub, column in side.items()}
@@ -151,6 +150,81 @@ def _project_join_subqueries(node: lp.Join) -> lp.LogicalPlan:
     joined = replace(node, left=with_columns(node.left, computed[0]),
                      right=with_columns(node.right, computed[1]), filter=condition)
     return lp.Projection(joined, node.columns, node.columns)
+
+
+def _outer_join_by_distinct_values(node: lp.Join) -> lp.LogicalPlan:
+    """An outer join whose ON condition has a subquery reading both sides: the condition is
+    evaluated once per pair of distinct values of the columns it reads (Neumann & Kemper's
+    duplicate-eliminated sides), as a filter over their cross join, where subqueries
+    decorrelate as in WHERE; the preserved sides join those matches back on the values::
+
+        L LEFT JOIN R ON c(L.a, R)
+          ->  L' LEFT JOIN Filter(DISTINCT L.a CROSS JOIN R, c)  ON L'.a = a  (NULL = NULL)
+        L FULL JOIN R ON c(L.a, R.b)
+          ->  M = Filter(DISTINCT L.a CROSS JOIN DISTINCT R.b, c)
+              L' LEFT JOIN (M JOIN R' ON b = R'.b) ON L'.a = a
+              UNION ALL  (NULLs, R'') ANTI JOIN M' ON R''.b = b
+
+    The distinct relations keep the ids of the columns they group, so the condition (and
+    its subqueries' correlation) reads them unchanged; each other use of a side is a
+    fresh copy. Grouping and the join back treat NULL = NULL, NaN = NaN and -0.0 = 0.0 as
+    one value, as the engine's GROUP BY does.
+    """
+    left, right = node.left, node.right
+    condition = conjunction([Call("eq", (a, b), pa.bool_()) for a, b in node.on] +
+                            [node.filter])
+    reads = _referenced_ids(condition)
+    kind = node.kind
+
+    def distinct(side: lp.LogicalPlan) -> tuple[lp.LogicalPlan, tuple[Column, ...]]:
+        keys = tuple(c for c in side.columns if c.id in reads)
+        return lp.Aggregate(side, keys, keys, (), ()), keys
+
+    def copy_of(side: lp.LogicalPlan, keys: tuple[Column, ...]):
+        copied = fresh_copy(side)
+        at = {c.id: i for i, c in enumerate(side.columns)}
+        return copied, tuple(copied.columns[at[k.id]] for k in keys)
+
+    def back(ours: tuple[Column, ...], theirs: tuple[Column, ...]) -> Expr:
+        return conjunction([Call("eq", (a, b), pa.bool_()) for a, b in zip(ours, theirs)])
+
+    def matches(left_input: lp.LogicalPlan, right_input: lp.LogicalPlan) -> lp.LogicalPlan:
+        return _rewrite_node(lp.Filter(lp.Join(left_input, right_input, "cross"), condition))
+
+    if kind in ("left", "right"):
+        preserved, other = (left, right) if kind == "left" else (right, left)
+        values, keys = distinct(preserved)
+        matched = matches(values, other) if kind == "left" else matches(other, values)
+        copied, copied_keys = copy_of(preserved, keys)
+        joined = lp.Join(copied, matched, "left", (), back(copied_keys, keys),
+                         null_equal=True)
+        exprs = copied.columns + other.columns if kind == "left" else \
+            other.columns + copied.columns
+        return lp.Projection(joined, exprs, node.columns)
+    assert kind == "full", kind
+    (left_values, left_keys), (right_values, right_keys) = distinct(left), distinct(right)
+    matched = matches(left_values, right_values)
+    at = {c.id: i for i, c in enumerate(matched.columns)}
+    # rows of L, each with its matching rows of R (or none)
+    right_copy, right_copy_keys = copy_of(right, right_keys)
+    pairs = lp.Join(matched, right_copy, "inner", (), back(right_keys, right_copy_keys),
+                    null_equal=True)
+    left_copy, left_copy_keys = copy_of(left, left_keys)
+    preserved_left = lp.Join(left_copy, pairs, "left", (), back(left_copy_keys, left_keys),
+                             null_equal=True)
+    first_outputs = tuple(Column(next_id(), c.name, c.type) for c in node.columns)
+    first = lp.Projection(preserved_left, left_copy.columns + right_copy.columns,
+                          first_outputs)
+    # rows of R that match no row of L
+    other_matched = fresh_copy(matched)
+    other_keys = tuple(other_matched.columns[at[k.id]] for k in right_keys)
+    lone_right, lone_right_keys = copy_of(right, right_keys)
+    unmatched = lp.Join(lone_right, other_matched, "anti", (),
+                        back(lone_right_keys, other_keys), null_equal=True)
+    second_outputs = tuple(Column(next_id(), c.name, c.type) for c in node.columns)
+    second = lp.Projection(unmatched, tuple(Literal(None, c.type) for c in left.columns) +
+                           lone_right.columns, second_outputs)
+    return lp.Union((first, second), node.columns)
 
 
 def _referenced_ids(expr: Expr) -> set[int]:
