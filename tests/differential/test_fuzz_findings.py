@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -26,6 +27,11 @@ TABLES = {
                    "dt": pa.array([dt.date(2000, 1, 1), dt.date(2024, 2, 29), None,
                                    dt.date(2000, 1, 1)], pa.date32()),
                    "v": pa.array([1, None, 3, 4], pa.int64())}),
+    "c": pa.table({"g": pa.array([1, 1, 1, 1, 1, 2, 2, 3, 3, 3], pa.int64()),
+                   "d": pa.array([Decimal("99999999.99")] * 5 + [Decimal("-0.01"), None] +
+                                 [Decimal("3.33")] * 3, pa.decimal128(10, 2)),
+                   "f": pa.array([1e10] * 5 + [float("inf"), float("inf")] +
+                                 [0.1, 0.1, None])}),
     "e": pa.table({"id": pa.array([], pa.int64()), "dt": pa.array([], pa.date32()),
                    "v": pa.array([], pa.int64())}),
 }
@@ -42,6 +48,12 @@ CASES = {
         "FROM d AS o",
     "non-equality-correlated-constant-over-empty":
         "SELECT id, (SELECT max(1) FROM e AS i WHERE i.v <> o.v) FROM d AS o",
+    # equal values have exactly no spread (Arrow's merge of chunk moments left 1.7e-8)
+    "variance-of-equal-values":
+        "SELECT g, stddev_samp(d), var_samp(d), stddev_pop(d), var_pop(d) FROM c GROUP BY g",
+    "variance-of-equal-doubles-and-infinities":
+        "SELECT g, stddev_samp(f), var_samp(f), stddev_pop(f), var_pop(f) FROM c GROUP BY g",
+    "variance-of-equal-values-global": "SELECT stddev_samp(d), var_pop(d) FROM c WHERE g = 1",
     # LIMIT in a subquery correlated by a non-equality: computed per distinct outer value
     "limit-correlated-by-less-than":
         "SELECT id, (SELECT i.v FROM d AS i WHERE i.dt < o.dt ORDER BY i.id LIMIT 1) FROM d AS o",
