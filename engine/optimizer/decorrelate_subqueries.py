@@ -178,7 +178,7 @@ def _outer_join_by_distinct_values(node: lp.Join) -> lp.LogicalPlan:
 
     def distinct(side: lp.LogicalPlan) -> tuple[lp.LogicalPlan, tuple[Column, ...]]:
         keys = tuple(c for c in side.columns if c.id in reads)
-        return lp.Aggregate(side, keys, keys, (), ()), keys
+        return lp.Aggregate(_distinct_source(side), keys, keys, (), ()), keys
 
     def copy_of(side: lp.LogicalPlan, keys: tuple[Column, ...]):
         copied = fresh_copy(side)
@@ -388,7 +388,7 @@ def _dependent_aggregate(plan: lp.LogicalPlan, inner: lp.LogicalPlan, outer_ids:
     outer_columns = list({e.id: e for p in pulled for e in walk(p)
                           if isinstance(e, Column) and e.id in outer_ids}.values())
     distinct = tuple(Column(next_id(), c.name, c.type) for c in outer_columns)
-    values = lp.Aggregate(plan, tuple(outer_columns), distinct, (), ())
+    values = lp.Aggregate(_distinct_source(plan), tuple(outer_columns), distinct, (), ())
     to_distinct = {c.id: d for c, d in zip(outer_columns, distinct)}
     marker = Column(next_id(), "__present", pa.bool_())
     marked = lp.Projection(body, body.columns + (Literal(True, pa.bool_()),),
@@ -407,6 +407,36 @@ def _dependent_aggregate(plan: lp.LogicalPlan, inner: lp.LogicalPlan, outer_ids:
     back = conjunction([resolve_operator("eq", [c, d], {}) for c, d in
                         zip(outer_columns, distinct)])
     return lp.Join(plan, top, "left", (), back, null_equal=True), inner.columns[0]
+
+
+def _distinct_source(plan: lp.LogicalPlan) -> lp.LogicalPlan:
+    """``plan`` for a duplicate-eliminated relation D of its columns: without the filter
+    conjuncts that read columns from further out (which would leave D correlated, and not
+    unnestable), where that only adds rows. D may hold extra values: the join back on them
+    still finds every row of ``plan`` its own. Dropped only through operators that keep
+    every row they are given (filter, projection, inner/cross join, a left join's left
+    side); a correlated conjunct anywhere else leaves ``plan`` as it is."""
+
+    def strip(node: lp.LogicalPlan) -> lp.LogicalPlan:
+        if isinstance(node, lp.Filter):
+            child = strip(node.input)
+            inside = produced_ids(child)
+            kept = conjunction([c for c in split_conjunction(node.predicate)
+                                if columns_of(c) <= inside])
+            return lp.Filter(child, kept) if kept is not None else child
+        if isinstance(node, lp.Projection):
+            return replace(node, input=strip(node.input))
+        if isinstance(node, lp.Join) and node.kind in ("inner", "cross"):
+            return replace(node, left=strip(node.left), right=strip(node.right))
+        if isinstance(node, lp.Join) and node.kind == "left":
+            return replace(node, left=strip(node.left))
+        return node
+
+    stripped = strip(plan)
+    inside = produced_ids(stripped)
+    if any(columns_of(e) - inside for e in _all_expressions(stripped)):
+        return plan
+    return stripped
 
 
 def _outermost_subqueries(expr: Expr) -> list[SubqueryExpr]:
@@ -709,7 +739,7 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
                                     f"{conjunction(local)}")
         outer_columns = list(reads.values())
         distinct = tuple(Column(next_id(), c.name, c.type) for c in outer_columns)
-        values = lp.Aggregate(outer, tuple(outer_columns), distinct, (), ())
+        values = lp.Aggregate(_distinct_source(outer), tuple(outer_columns), distinct, (), ())
         to_distinct = {c.id: d for c, d in zip(outer_columns, distinct)}
         joined = lp.Join(values, child, "inner", (),
                          conjunction([replace_columns(p, to_distinct) for p in local]))

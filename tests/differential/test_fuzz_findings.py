@@ -83,7 +83,28 @@ CASES = {
         "ORDER BY i.v DESC NULLS LAST LIMIT 2) x) FROM d AS o",
     "limit-correlated-over-empty":
         "SELECT id, (SELECT i.v FROM e AS i WHERE i.id < o.id ORDER BY i.id LIMIT 1) FROM d AS o",
+    # a subquery correlated by a non-equality inside one correlated to an outer query: the
+    # distinct values D come from the middle query without its outer-correlated filters
+    "nested-non-equality-under-not-exists-value":
+        "SELECT o.id, NOT EXISTS (SELECT 1 FROM d m WHERE m.v = o.v AND (2 NOT IN "
+        "(SELECT i.v FROM d i WHERE i.id > m.id))) FROM d o",
+    "nested-non-equality-under-not-exists-filter":
+        "SELECT o.id FROM d o WHERE NOT EXISTS (SELECT 1 FROM d m WHERE m.v = o.v AND (2 NOT IN "
+        "(SELECT i.v FROM d i WHERE i.id > m.id)))",
+    "nested-non-equality-scalar-in-count":
+        "SELECT o.id, (SELECT count(*) FROM d m WHERE m.v < o.v AND "
+        "(SELECT sum(i.v) FROM d i WHERE i.id > m.id) > 3) FROM d o",
+    "nested-limit-under-limit":
+        "SELECT o.id, (SELECT m.v FROM d m WHERE m.v = o.v AND (SELECT i.id FROM d i "
+        "WHERE i.id > m.id ORDER BY i.id LIMIT 1) IS NULL ORDER BY m.id LIMIT 1) FROM d o",
 }
+
+
+@pytest.mark.xfail(raises=NotSupportedError, strict=True)
+def test_one_predicate_reading_two_outer_levels_is_a_known_gap():
+    sql = ("SELECT o.id, (SELECT max(m.id) FROM d m WHERE m.dt = o.dt AND m.v > "
+           "(SELECT min(i.v) FROM d i WHERE i.id < m.id OR i.v > o.v)) FROM d o")
+    run_plansight(sql, TABLES, target_partitions=2)
 
 
 @pytest.mark.xfail(raises=NotSupportedError, strict=True)
