@@ -324,7 +324,8 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     for i, position in constant_checks:
         low, high = grouped.column(n_keys + position), grouped.column(n_keys + position + 1)
         constant = pc.fill_null(pc.and_(pc.equal(low, high), pc.is_finite(low)), False)
-        constant = pc.and_(constant, pc.is_valid(results[i]))  # samp of one value: NULL
+        # samp of one value stays NULL; a NaN among the values (min/max skip it) stays NaN
+        constant = pc.and_(constant, pc.fill_null(pc.invert(pc.is_nan(results[i])), False))
         results[i] = pc.if_else(constant, pa.scalar(0.0, results[i].type), results[i])
     position = n_keys + len(simple)
     if by_group:

@@ -25,6 +25,7 @@ from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import (
     AggregateCall,
     Call,
+    Cast,
     Column,
     Expr,
     Literal,
@@ -806,11 +807,16 @@ _COMPARISONS = ("eq", "neq", "lt", "lte", "gt", "gte")
 
 
 def _null_on_null_outer(expr: Expr, inner_ids: set[int]) -> bool:
-    """``expr`` is a comparison whose outer operands are bare columns: NULL (so not TRUE)
-    whenever one of those columns is NULL."""
+    """``expr`` is a comparison whose outer operands are columns (under casts): NULL (so not
+    TRUE) whenever one of those columns is NULL."""
     if not (isinstance(expr, Call) and expr.func in _COMPARISONS):
         return False
-    return all(isinstance(a, Column) or not (columns_of(a) - inner_ids) for a in expr.args)
+
+    def strict(a: Expr) -> bool:
+        while isinstance(a, Cast):
+            a = a.expr
+        return isinstance(a, Column)
+    return all(strict(a) or not (columns_of(a) - inner_ids) for a in expr.args)
 
 
 def _equality_inner_side(expr: Expr, inner_ids: set[int]) -> Expr | None:

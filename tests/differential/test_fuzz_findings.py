@@ -31,7 +31,9 @@ TABLES = {
                    "d": pa.array([Decimal("99999999.99")] * 5 + [Decimal("-0.01"), None] +
                                  [Decimal("3.33")] * 3, pa.decimal128(10, 2)),
                    "f": pa.array([1e10] * 5 + [float("inf"), float("inf")] +
-                                 [0.1, 0.1, None])}),
+                                 [0.1, 0.1, None]),
+                   "n": pa.array([float("nan"), 0.0, 0.0, None, float("nan"), 1.0, 1.0,
+                                  float("nan"), float("nan"), None])}),
     "e": pa.table({"id": pa.array([], pa.int64()), "dt": pa.array([], pa.date32()),
                    "v": pa.array([], pa.int64())}),
 }
@@ -53,6 +55,8 @@ CASES = {
         "SELECT g, stddev_samp(d), var_samp(d), stddev_pop(d), var_pop(d) FROM c GROUP BY g",
     "variance-of-equal-doubles-and-infinities":
         "SELECT g, stddev_samp(f), var_samp(f), stddev_pop(f), var_pop(f) FROM c GROUP BY g",
+    "variance-of-equal-values-with-nan":
+        "SELECT g, stddev_samp(n), var_samp(n), stddev_pop(n), var_pop(n) FROM c GROUP BY g",
     "variance-of-equal-values-global": "SELECT stddev_samp(d), var_pop(d) FROM c WHERE g = 1",
     # an input that folds to no rows empties the joins and projections that need it, so
     # their other inputs never run (DuckDB prunes them: no cast error from the other side)
@@ -80,6 +84,9 @@ CASES = {
         "FROM d AS o",
     "limit-correlated-by-equality-and-comparison":
         "SELECT id, (SELECT i.v FROM d AS i WHERE i.v > o.v AND i.dt = o.dt ORDER BY i.id "
+        "LIMIT 1) FROM d AS o",
+    "limit-correlated-through-a-cast":
+        "SELECT id, (SELECT i.dt FROM d AS i WHERE i.id <> CAST(o.v AS INTEGER) ORDER BY i.id "
         "LIMIT 1) FROM d AS o",
     "limit-correlated-offset":
         "SELECT id, (SELECT i.v FROM d AS i WHERE i.id < o.id ORDER BY i.id LIMIT 1 OFFSET 1) "
