@@ -181,6 +181,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     nan_checks: list[tuple[int, int]] = []  # (spec, position in simple) for MAX over doubles
     overflow_checks: list[tuple[int, int]] = []  # (spec, position) for SUM over integers
     single_checks: list[tuple[int, int]] = []  # (spec, position) for var_pop / stddev_pop
+    constant_checks: list[tuple[int, int]] = []  # (spec, position of min, max next) for var
     first_rows: list[tuple[int, int]] = []  # (spec, position) for first/any_value on decimals
     interval_rows: list[tuple[int, int, np.ndarray]] = []  # (spec, position, order): min/max
     scaled_sums: list[int] = []  # specs whose DECIMAL SUM runs on scaled int64
@@ -254,6 +255,14 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                 # Welford update gives 0
                 single_checks.append((i, len(simple)))
                 simple.append((-1, (column, "count", pc.CountOptions(mode="only_valid"))))
+            if _KERNEL[spec.func] in ("variance", "stddev"):
+                # equal finite values have exactly no spread, as DuckDB's Welford update
+                # gives; Arrow merging its chunks' partial moments leaves rounding (1e-8 for
+                # five times 99999999.99)
+                constant_checks.append((i, len(simple)))
+                bound = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
+                simple.append((-1, (column, "min", bound)))
+                simple.append((-1, (column, "max", bound)))
             if spec.func == "max" and pa.types.is_floating(t):
                 # DuckDB: NaN is the greatest double, so MAX is NaN when a NaN is present;
                 # Arrow's max skips NaN
@@ -312,6 +321,12 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     for i, position in single_checks:
         one = pc.equal(grouped.column(n_keys + position), 1)
         results[i] = pc.if_else(one, pa.scalar(0.0, results[i].type), results[i])
+    for i, position in constant_checks:
+        low, high = grouped.column(n_keys + position), grouped.column(n_keys + position + 1)
+        constant = pc.fill_null(pc.and_(pc.equal(low, high), pc.is_finite(low)), False)
+        # samp of one value stays NULL; a NaN among the values (min/max skip it) stays NaN
+        constant = pc.and_(constant, pc.fill_null(pc.invert(pc.is_nan(results[i])), False))
+        results[i] = pc.if_else(constant, pa.scalar(0.0, results[i].type), results[i])
     position = n_keys + len(simple)
     if by_group:
         rows = grouped.column(position).combine_chunks()

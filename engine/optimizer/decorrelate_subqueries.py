@@ -25,6 +25,7 @@ from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import (
     AggregateCall,
     Call,
+    Cast,
     Column,
     Expr,
     Literal,
@@ -134,8 +135,7 @@ def _project_join_subqueries(node: lp.Join) -> lp.LogicalPlan:
     for sub in _outermost_subqueries(node.filter):
         reads = _referenced_ids(sub)
         if reads & left_ids and reads & right_ids:
-            raise NotSupportedError("a subquery in the ON condition of an outer join that "
-                                    "reads columns of both sides is not supported yet")
+            return _outer_join_by_distinct_values(node)
         side = computed[1] if reads & right_ids else computed[0]
         side.setdefault(sub, Column(next_id(), "__subquery", sub.type))
     replaced = {sub.plan_key: column for side in computed for sub, column in side.items()}
@@ -151,6 +151,81 @@ def _project_join_subqueries(node: lp.Join) -> lp.LogicalPlan:
     joined = replace(node, left=with_columns(node.left, computed[0]),
                      right=with_columns(node.right, computed[1]), filter=condition)
     return lp.Projection(joined, node.columns, node.columns)
+
+
+def _outer_join_by_distinct_values(node: lp.Join) -> lp.LogicalPlan:
+    """An outer join whose ON condition has a subquery reading both sides: the condition is
+    evaluated once per pair of distinct values of the columns it reads (Neumann & Kemper's
+    duplicate-eliminated sides), as a filter over their cross join, where subqueries
+    decorrelate as in WHERE; the preserved sides join those matches back on the values::
+
+        L LEFT JOIN R ON c(L.a, R)
+          ->  L' LEFT JOIN Filter(DISTINCT L.a CROSS JOIN R, c)  ON L'.a = a  (NULL = NULL)
+        L FULL JOIN R ON c(L.a, R.b)
+          ->  M = Filter(DISTINCT L.a CROSS JOIN DISTINCT R.b, c)
+              L' LEFT JOIN (M JOIN R' ON b = R'.b) ON L'.a = a
+              UNION ALL  (NULLs, R'') ANTI JOIN M' ON R''.b = b
+
+    The distinct relations keep the ids of the columns they group, so the condition (and
+    its subqueries' correlation) reads them unchanged; each other use of a side is a
+    fresh copy. Grouping and the join back treat NULL = NULL, NaN = NaN and -0.0 = 0.0 as
+    one value, as the engine's GROUP BY does.
+    """
+    left, right = node.left, node.right
+    condition = conjunction([Call("eq", (a, b), pa.bool_()) for a, b in node.on] +
+                            [node.filter])
+    reads = _referenced_ids(condition)
+    kind = node.kind
+
+    def distinct(side: lp.LogicalPlan) -> tuple[lp.LogicalPlan, tuple[Column, ...]]:
+        keys = tuple(c for c in side.columns if c.id in reads)
+        return lp.Aggregate(_distinct_source(side), keys, keys, (), ()), keys
+
+    def copy_of(side: lp.LogicalPlan, keys: tuple[Column, ...]):
+        copied = fresh_copy(side)
+        at = {c.id: i for i, c in enumerate(side.columns)}
+        return copied, tuple(copied.columns[at[k.id]] for k in keys)
+
+    def back(ours: tuple[Column, ...], theirs: tuple[Column, ...]) -> Expr:
+        return conjunction([Call("eq", (a, b), pa.bool_()) for a, b in zip(ours, theirs)])
+
+    def matches(left_input: lp.LogicalPlan, right_input: lp.LogicalPlan) -> lp.LogicalPlan:
+        return _rewrite_node(lp.Filter(lp.Join(left_input, right_input, "cross"), condition))
+
+    if kind in ("left", "right"):
+        preserved, other = (left, right) if kind == "left" else (right, left)
+        values, keys = distinct(preserved)
+        matched = matches(values, other) if kind == "left" else matches(other, values)
+        copied, copied_keys = copy_of(preserved, keys)
+        joined = lp.Join(copied, matched, "left", (), back(copied_keys, keys),
+                         null_equal=True)
+        exprs = copied.columns + other.columns if kind == "left" else \
+            other.columns + copied.columns
+        return lp.Projection(joined, exprs, node.columns)
+    assert kind == "full", kind
+    (left_values, left_keys), (right_values, right_keys) = distinct(left), distinct(right)
+    matched = matches(left_values, right_values)
+    at = {c.id: i for i, c in enumerate(matched.columns)}
+    # rows of L, each with its matching rows of R (or none)
+    right_copy, right_copy_keys = copy_of(right, right_keys)
+    pairs = lp.Join(matched, right_copy, "inner", (), back(right_keys, right_copy_keys),
+                    null_equal=True)
+    left_copy, left_copy_keys = copy_of(left, left_keys)
+    preserved_left = lp.Join(left_copy, pairs, "left", (), back(left_copy_keys, left_keys),
+                             null_equal=True)
+    first_outputs = tuple(Column(next_id(), c.name, c.type) for c in node.columns)
+    first = lp.Projection(preserved_left, left_copy.columns + right_copy.columns,
+                          first_outputs)
+    # rows of R that match no row of L
+    other_matched = fresh_copy(matched)
+    other_keys = tuple(other_matched.columns[at[k.id]] for k in right_keys)
+    lone_right, lone_right_keys = copy_of(right, right_keys)
+    unmatched = lp.Join(lone_right, other_matched, "anti", (),
+                        back(lone_right_keys, other_keys), null_equal=True)
+    second_outputs = tuple(Column(next_id(), c.name, c.type) for c in node.columns)
+    second = lp.Projection(unmatched, tuple(Literal(None, c.type) for c in left.columns) +
+                           lone_right.columns, second_outputs)
+    return lp.Union((first, second), node.columns)
 
 
 def _referenced_ids(expr: Expr) -> set[int]:
@@ -205,7 +280,8 @@ def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
         return outer if not sub.negated else lp.Filter(outer, Literal(False, pa.bool_()))
     outer_ids = {c.id for c in outer.columns}
     keep = [inner.columns[0]] if sub.kind == "in" else []
-    inner, correlated = _pull_correlated(inner, outer_ids, keep, for_exists=sub.kind == "exists")
+    inner, correlated = _pull_correlated(inner, outer_ids, keep, for_exists=sub.kind == "exists",
+                                         outer=outer)
     conditions = list(correlated)
     null_aware = sub.negated and sub.kind == "in"
     if sub.kind == "in":
@@ -248,7 +324,7 @@ def _replace_subqueries(plan: lp.LogicalPlan, exprs: list[Expr]):
         grouped: list[lp.Aggregate] = []
         try:
             inner, correlated = _pull_correlated(inner, outer_ids, [value], for_exists=False,
-                                                 grouped=grouped)
+                                                 grouped=grouped, outer=plan)
         except NotSupportedError:
             general = _dependent_aggregate(plan, inner, outer_ids)
             if general is None:
@@ -296,7 +372,8 @@ def _dependent_aggregate(plan: lp.LogicalPlan, inner: lp.LogicalPlan, outer_ids:
         D = DISTINCT outer cols of ``plan``
 
     Every outer row finds exactly its D row, so an empty group gives the aggregates' empty
-    value by itself (COUNT 0; count(*) counts a marker, not the left join's padding row).
+    value by itself (COUNT 0, SUM NULL): every aggregate is filtered on a marker that the
+    left join's padding row lacks.
     None when ``inner`` is not projections over a global aggregate.
     """
     projections = []
@@ -306,21 +383,24 @@ def _dependent_aggregate(plan: lp.LogicalPlan, inner: lp.LogicalPlan, outer_ids:
         node = node.input
     if not isinstance(node, lp.Aggregate) or node.group_exprs:
         return None
-    body, pulled = _pull_correlated(node.input, outer_ids, [], for_exists=False)
+    body, pulled = _pull_correlated(node.input, outer_ids, [], for_exists=False, outer=plan)
     if not pulled:
         return None
     outer_columns = list({e.id: e for p in pulled for e in walk(p)
                           if isinstance(e, Column) and e.id in outer_ids}.values())
     distinct = tuple(Column(next_id(), c.name, c.type) for c in outer_columns)
-    values = lp.Aggregate(plan, tuple(outer_columns), distinct, (), ())
+    values = lp.Aggregate(_distinct_source(plan), tuple(outer_columns), distinct, (), ())
     to_distinct = {c.id: d for c, d in zip(outer_columns, distinct)}
     marker = Column(next_id(), "__present", pa.bool_())
     marked = lp.Projection(body, body.columns + (Literal(True, pa.bool_()),),
                            body.columns + (marker,))
     joined = lp.Join(values, marked, "left", (),
                      conjunction([replace_columns(p, to_distinct) for p in pulled]))
-    aggregates = tuple(AggregateCall("count", (marker,), a.type, False, a.filter, a.options)
-                       if a.func == "count_star" else a for a in node.aggregates)
+    # the left join's padding row (a D value without inner rows) is no input row: every
+    # aggregate skips it, also one whose argument is not NULL there (sum(2), count(*))
+    aggregates = tuple(replace(a, filter=marker if a.filter is None else
+                               resolve_operator("and", [a.filter, marker], {}))
+                       for a in node.aggregates)
     top: lp.LogicalPlan = lp.Aggregate(joined, distinct, distinct, aggregates,
                                        node.aggregate_outputs)
     for projection in reversed(projections):
@@ -328,6 +408,36 @@ def _dependent_aggregate(plan: lp.LogicalPlan, inner: lp.LogicalPlan, outer_ids:
     back = conjunction([resolve_operator("eq", [c, d], {}) for c, d in
                         zip(outer_columns, distinct)])
     return lp.Join(plan, top, "left", (), back, null_equal=True), inner.columns[0]
+
+
+def _distinct_source(plan: lp.LogicalPlan) -> lp.LogicalPlan:
+    """``plan`` for a duplicate-eliminated relation D of its columns: without the filter
+    conjuncts that read columns from further out (which would leave D correlated, and not
+    unnestable), where that only adds rows. D may hold extra values: the join back on them
+    still finds every row of ``plan`` its own. Dropped only through operators that keep
+    every row they are given (filter, projection, inner/cross join, a left join's left
+    side); a correlated conjunct anywhere else leaves ``plan`` as it is."""
+
+    def strip(node: lp.LogicalPlan) -> lp.LogicalPlan:
+        if isinstance(node, lp.Filter):
+            child = strip(node.input)
+            inside = produced_ids(child)
+            kept = conjunction([c for c in split_conjunction(node.predicate)
+                                if columns_of(c) <= inside])
+            return lp.Filter(child, kept) if kept is not None else child
+        if isinstance(node, lp.Projection):
+            return replace(node, input=strip(node.input))
+        if isinstance(node, lp.Join) and node.kind in ("inner", "cross"):
+            return replace(node, left=strip(node.left), right=strip(node.right))
+        if isinstance(node, lp.Join) and node.kind == "left":
+            return replace(node, left=strip(node.left))
+        return node
+
+    stripped = strip(plan)
+    inside = produced_ids(stripped)
+    if any(columns_of(e) - inside for e in _all_expressions(stripped)):
+        return plan
+    return stripped
 
 
 def _outermost_subqueries(expr: Expr) -> list[SubqueryExpr]:
@@ -402,7 +512,7 @@ def _mark_subquery(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalP
         return plan, Literal(not sub.negated, pa.bool_())
     keep = [inner.columns[0]] if sub.kind == "in" else []
     inner, correlated = _pull_correlated(inner, produced_ids(plan), keep,
-                                         for_exists=sub.kind == "exists")
+                                         for_exists=sub.kind == "exists", outer=plan)
     inner_ids = produced_ids(inner)
     pairs = []
     for predicate in correlated:
@@ -494,13 +604,16 @@ def _mark_by_counts(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.Logical
 
 
 def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Column],
-                     for_exists: bool, grouped: list[lp.Aggregate] | None = None
+                     for_exists: bool, grouped: list[lp.Aggregate] | None = None,
+                     outer: lp.LogicalPlan | None = None
                      ) -> tuple[lp.LogicalPlan, list[Expr]]:
     """Remove correlated predicates from ``plan``; return the plan and those predicates.
 
     An aggregate without GROUP BY that correlates becomes grouped by the correlation
     columns; with ``grouped`` given (scalar subqueries), such aggregates are appended to it and
     the caller supplies the empty-group value, else COUNT raises NotSupportedError.
+    ``outer`` (the plan producing ``outer_ids``) lets a LIMIT correlated by any predicate be
+    computed per distinct outer value (``_limit_per_outer_value``).
     """
     inner_ids = produced_ids(plan)
 
@@ -586,9 +699,12 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
                 continue  # outer columns only: the same for every inner row
             inner_side = _equality_inner_side(p, inner_ids)
             if inner_side is None:
-                raise NotSupportedError("a correlated subquery with LIMIT may only correlate "
-                                        f"through equality conditions; found: {p}")
+                return limit_per_outer_value(node, sort, child, pulled)
             partition.append(inner_side)
+        return numbered(node, sort, child, tuple(partition)), pulled
+
+    def numbered(node: lp.Limit, sort: lp.Sort | None, child: lp.LogicalPlan,
+                 partition: tuple[Expr, ...]) -> lp.LogicalPlan:
         number = Column(next_id(), "__row", pa.int64())
         window = lp.Window(child, (WindowCall("row_number", (), pa.int64(), tuple(partition),
                                               sort.keys if sort is not None else ()),),
@@ -598,7 +714,40 @@ def _pull_correlated(plan: lp.LogicalPlan, outer_ids: set[int], keep: list[Colum
             bounds.append(resolve_operator(
                 "lte", [number, Literal(node.skip + node.fetch, pa.int64())], {}))
         kept = lp.Filter(window, conjunction(bounds))
-        return lp.Projection(kept, child.columns, child.columns), pulled
+        return lp.Projection(kept, child.columns, child.columns)
+
+    def limit_per_outer_value(node: lp.Limit, sort: lp.Sort | None, child: lp.LogicalPlan,
+                              pulled: list[Expr]) -> tuple[lp.LogicalPlan, list[Expr]]:
+        """A LIMIT correlated by any predicate (``i.x < o.y``): the dependent join pushed
+        down to it (Neumann & Kemper), with D = DISTINCT outer columns the predicates read::
+
+            Limit(n, Sort(k, Filter(body, p(i, o))))
+              ->  row_number() OVER (PARTITION BY D ORDER BY k) <= n over
+                  Join(D, body, p(i, D)),  correlated by o = D
+
+        The join back is a plain equality: it is exact when every predicate is NULL on a
+        NULL outer column (a comparison with the bare column), as then an outer row with a
+        NULL matches no inner row either way; other predicates stay NotSupportedError.
+        """
+        local = [p for p in pulled if columns_of(p) & inner_ids]
+        rest = [p for p in pulled if not columns_of(p) & inner_ids]
+        reads = {c.id: c for p in local for c in walk(p)
+                 if isinstance(c, Column) and c.id not in inner_ids}
+        if outer is None or not set(reads) <= outer_ids or not all(
+                _null_on_null_outer(p, inner_ids) for p in local):
+            raise NotSupportedError("a correlated subquery with LIMIT may only correlate "
+                                    f"through equality or comparison conditions; found: "
+                                    f"{conjunction(local)}")
+        outer_columns = list(reads.values())
+        distinct = tuple(Column(next_id(), c.name, c.type) for c in outer_columns)
+        values = lp.Aggregate(_distinct_source(outer), tuple(outer_columns), distinct, (), ())
+        to_distinct = {c.id: d for c, d in zip(outer_columns, distinct)}
+        joined = lp.Join(values, child, "inner", (),
+                         conjunction([replace_columns(p, to_distinct) for p in local]))
+        limited = numbered(node, sort, joined, distinct)
+        inner_ids.update(d.id for d in distinct)  # read by the pulled equalities
+        back = [resolve_operator("eq", [c, d], {}) for c, d in zip(outer_columns, distinct)]
+        return limited, rest + back
 
     new_plan, pulled = pull(plan)
     leftover = produced_ids(new_plan)
@@ -652,6 +801,22 @@ def _all_expressions(plan: lp.LogicalPlan):
 
 def _inner_columns(expr: Expr, inner_ids: set[int]) -> list[Column]:
     return [e for e in walk(expr) if isinstance(e, Column) and e.id in inner_ids]
+
+
+_COMPARISONS = ("eq", "neq", "lt", "lte", "gt", "gte")
+
+
+def _null_on_null_outer(expr: Expr, inner_ids: set[int]) -> bool:
+    """``expr`` is a comparison whose outer operands are columns (under casts): NULL (so not
+    TRUE) whenever one of those columns is NULL."""
+    if not (isinstance(expr, Call) and expr.func in _COMPARISONS):
+        return False
+
+    def strict(a: Expr) -> bool:
+        while isinstance(a, Cast):
+            a = a.expr
+        return isinstance(a, Column)
+    return all(strict(a) or not (columns_of(a) - inner_ids) for a in expr.args)
 
 
 def _equality_inner_side(expr: Expr, inner_ids: set[int]) -> Expr | None:

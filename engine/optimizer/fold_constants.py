@@ -7,7 +7,17 @@ import pyarrow as pa
 from plansight.engine.errors import PlansightError
 from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
 from plansight.engine.logical.expr import Call, Cast, Expr, Literal, is_volatile, transform
-from plansight.engine.logical.plan import Filter, LogicalPlan, Values, transform_plan
+from plansight.engine.logical.plan import (
+    Filter,
+    Join,
+    Limit,
+    LogicalPlan,
+    Projection,
+    Sort,
+    Values,
+    Window,
+    transform_plan,
+)
 from plansight.engine.optimizer.rewrite import map_expressions
 
 
@@ -64,12 +74,34 @@ def _simplify_boolean(expr: Call) -> Expr | None:
 
 def fold_constants(plan: LogicalPlan) -> LogicalPlan:
     """Fold every expression of every node; a filter that folds to FALSE or NULL is an empty
-    relation (its input is never run, as in DuckDB: nothing below it can fail)."""
+    relation (its input is never run, as in DuckDB: nothing below it can fail), and so is
+    a node that an empty input leaves without rows (a join with an empty side it needs, a
+    projection, filter, sort, limit or window over nothing): its other inputs never run
+    either."""
 
     def visit(node: LogicalPlan) -> LogicalPlan:
         node = map_expressions(node, fold)
         if isinstance(node, Filter) and isinstance(node.predicate, Literal) and \
                 node.predicate.value is not True:
             return Values(node.columns, ())
+        if _empty_from_inputs(node):
+            return Values(node.columns, ())
         return node
     return transform_plan(plan, visit)
+
+
+def _is_empty(node: LogicalPlan) -> bool:
+    return isinstance(node, Values) and not node.rows
+
+
+def _empty_from_inputs(node: LogicalPlan) -> bool:
+    """Whether ``node`` has no rows because an input it needs rows from has none. Aggregates
+    are left alone: a global one (or GROUPING SETS with ()) makes a row from nothing."""
+    if isinstance(node, (Filter, Projection, Sort, Limit, Window)):
+        return _is_empty(node.input)
+    if isinstance(node, Join):
+        left, right = _is_empty(node.left), _is_empty(node.right)
+        needs = {"inner": left or right, "cross": left or right, "semi": left or right,
+                 "left": left, "anti": left, "right": right, "full": left and right}
+        return needs.get(node.kind, False)
+    return False

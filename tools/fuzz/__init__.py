@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from tools.fuzz.generator import QueryGenerator
-from tools.fuzz.oracle import BUGS, DuckDBRejects, Finding, check, draw_settings
+from tools.fuzz.oracle import BUGS, DuckDBRejects, Engines, Finding, check, draw_settings
 from tools.fuzz.reduce import reduce_query
 from tools.fuzz.tables import random_tables
 
@@ -57,17 +57,20 @@ def run(seed: int, queries: int | None = None, minutes: float | None = None,
     rng = random.Random(seed)
     report = Report()
     deadline = time.monotonic() + minutes * 60 if minutes else None
-    tables, generator = None, None
+    tables, generator, engines = None, None, None
     while (queries is None or report.generated < queries) and (
             deadline is None or time.monotonic() < deadline):
         if report.generated % queries_per_schema == 0:
+            if engines is not None:
+                engines.close()
             tables = random_tables(rng)
             generator = QueryGenerator(rng, tables)
+            engines = Engines(tables)
         case = generator.case()
         report.generated += 1
         settings = draw_settings(rng, settings_per_query)
         try:
-            findings = check(case.sql, tables, settings, case.tlp)
+            findings = check(case.sql, engines, settings, case.tlp)
         except DuckDBRejects:
             report.rejected_by_duckdb += 1
             continue
@@ -84,6 +87,8 @@ def run(seed: int, queries: int | None = None, minutes: float | None = None,
                 if log is not None:
                     log(f"[{report.generated}] {finding.kind}: {finding.detail}\n"
                         f"    {example[0]}")
+    if engines is not None:
+        engines.close()
     return report
 
 

@@ -55,35 +55,85 @@ class DuckDBRejects(Exception):
     """DuckDB refused the query while binding: it is not a valid oracle case."""
 
 
-def run_duckdb(sql: str, tables: dict[str, pa.Table]) -> pa.Table | Exception:
-    """DuckDB's result, or the runtime error it raised (DuckDBRejects for invalid SQL)."""
-    con = duckdb.connect()
-    try:
-        con.execute("SET threads = 1")
-        for name, table in tables.items():
-            con.register(name, table)
+class Engines:
+    """DuckDB and plansight over one set of tables, each registered once.
+
+    A schema serves many queries (and each query several settings): connecting DuckDB and
+    registering the tables once per schema, not per run, is a large share of the fuzzer's
+    time. plansight runs in one session whose per-query ``options`` set the partitions, batch
+    size and optimizer, which also checks that a session stays usable after any error.
+    """
+
+    def __init__(self, tables: dict[str, pa.Table]):
+        self.tables = tables
+        self._duckdb = None
+        self._session = None
+
+    def duckdb(self, sql: str) -> pa.Table | Exception:
+        """DuckDB's result, or the runtime error it raised (DuckDBRejects for invalid SQL)."""
+        if self._duckdb is None:
+            self._duckdb = duckdb.connect()
+            self._duckdb.execute("SET threads = 1")
+            for name, table in self.tables.items():
+                self._duckdb.register(name, table)
         try:
-            return con.sql(sql).to_arrow_table()
+            return self._duckdb.sql(sql).to_arrow_table()
         except (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException,
                 duckdb.NotImplementedException) as e:
             raise DuckDBRejects(str(e)) from e
+        except duckdb.ConversionException as e:
+            if "Unimplemented type for cast" in str(e):  # a binding error (no such cast)
+                raise DuckDBRejects(str(e)) from e
+            return e
         except duckdb.Error as e:
             return e
+
+    def duckdb_unoptimized_fails(self, sql: str) -> bool:
+        """Whether DuckDB raises for ``sql`` with its optimizer off: then an error plansight
+        alone raises is one DuckDB's optimizer skipped (a filter folded to FALSE, an empty
+        input pruned, statistics proving an expression NULL), not a wrong outcome."""
+        self.duckdb("SELECT 1")  # connected, tables registered
+        self._duckdb.execute("PRAGMA disable_optimizer")
+        try:
+            self._duckdb.sql(sql).to_arrow_table()
+            return False
+        except duckdb.Error:
+            return True
+        finally:
+            self._duckdb.execute("PRAGMA enable_optimizer")
+
+    def plansight(self, sql: str, partitions: int, batch_size: int,
+                  optimizer: bool = True) -> pa.Table | Exception:
+        if self._session is None:
+            self._session = ps.Session(target_partitions=1, memory_limit="1GB")
+            for name, table in self.tables.items():
+                self._session.register(name, table)
+        options = {"target_partitions": partitions, "batch_size": batch_size,
+                   "optimizer": optimizer}
+        try:
+            return self._session.sql(sql, options=options).to_arrow()
+        except Exception as e:  # noqa: BLE001 (classified by the caller)
+            return e
+
+    def close(self) -> None:
+        if self._duckdb is not None:
+            self._duckdb.close()
+            self._duckdb = None
+
+
+def run_duckdb(sql: str, tables: dict[str, pa.Table]) -> pa.Table | Exception:
+    """DuckDB's result on a fresh connection (see ``Engines`` to reuse one)."""
+    engines = Engines(tables)
+    try:
+        return engines.duckdb(sql)
     finally:
-        con.close()
+        engines.close()
 
 
 def run_plansight(sql: str, tables: dict[str, pa.Table], partitions: int, batch_size: int,
                   optimizer: bool = True) -> pa.Table | Exception:
-    session = ps.Session(target_partitions=partitions, batch_size=batch_size,
-                         memory_limit="1GB")
-    session.set_option("optimizer", optimizer)
-    for name, table in tables.items():
-        session.register(name, table)
-    try:
-        return session.sql(sql).to_arrow()
-    except Exception as e:  # noqa: BLE001 (classified by the caller)
-        return e
+    """plansight's result in a fresh session (see ``Engines`` to reuse one)."""
+    return Engines(tables).plansight(sql, partitions, batch_size, optimizer)
 
 
 def gist(message: str) -> str:
@@ -115,20 +165,34 @@ def _compare(actual: pa.Table, expected: pa.Table, sql: str, ordered: bool) -> s
     return None
 
 
-def check(sql: str, tables: dict[str, pa.Table], settings: list[tuple[int, int]],
+def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[int, int]],
           tlp: str | None = None, optimizer_check: bool = True) -> list[Finding]:
-    """Every finding for ``sql`` (empty: it matched everywhere). Raises DuckDBRejects."""
-    expected = run_duckdb(sql, tables)
+    """Every finding for ``sql`` (empty: it matched everywhere). Raises DuckDBRejects.
+
+    ``tables`` may be an ``Engines`` over them, reused across the queries of one schema.
+    """
+    if not isinstance(tables, Engines):
+        engines = Engines(tables)
+        try:
+            return check(sql, engines, settings, tlp, optimizer_check)
+        finally:
+            engines.close()
+    engines = tables
+    expected = engines.duckdb(sql)
     ordered = has_top_level_order_by(sql)
     findings: list[Finding] = []
     first_result = None
     for partitions, batch_size in settings:
-        actual = run_plansight(sql, tables, partitions, batch_size)
+        actual = engines.plansight(sql, partitions, batch_size)
         where = (partitions, batch_size, True)
         if isinstance(actual, Exception):
             kind, detail = classify_error(actual)
             if isinstance(expected, Exception) and isinstance(actual, ExecutionError):
                 continue  # both fail at run time (overflow, division by zero, conversion)
+            if isinstance(actual, ExecutionError) and engines.duckdb_unoptimized_fails(sql):
+                findings.append(Finding("evaluation-order", f"DuckDB's optimizer skipped: "
+                                        f"{detail}", sql, where))
+                break
             findings.append(Finding(kind, detail, sql, where))
             break
         if isinstance(expected, Exception):
@@ -143,7 +207,7 @@ def check(sql: str, tables: dict[str, pa.Table], settings: list[tuple[int, int]]
         return findings
     result, (partitions, batch_size, _) = first_result
     if optimizer_check:
-        reference = run_plansight(sql, tables, partitions, batch_size, optimizer=False)
+        reference = engines.plansight(sql, partitions, batch_size, optimizer=False)
         where = (partitions, batch_size, False)
         if isinstance(reference, ExecutionError):
             # without filter pushdown the reference plan computes expressions on rows the
@@ -160,7 +224,7 @@ def check(sql: str, tables: dict[str, pa.Table], settings: list[tuple[int, int]]
             if difference is not None:
                 findings.append(Finding("optimizer", difference, sql, where))
     if tlp is not None:
-        partitioned = run_plansight(tlp, tables, partitions, batch_size)
+        partitioned = engines.plansight(tlp, partitions, batch_size)
         where = (partitions, batch_size, True)
         if isinstance(partitioned, Exception):
             kind, detail = classify_error(partitioned)

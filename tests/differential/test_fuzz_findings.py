@@ -1,0 +1,154 @@
+"""Regression tests for bugs found by long runs of the fuzzer (tools/fuzz, issue #12).
+
+Each case is the reduced query that went wrong, on tiny tables, checked against DuckDB at
+partitions 1/2/3/8 and batch sizes 1/3/7/8192 (``CONFIGS`` of test_regressions).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from plansight.errors import NotSupportedError
+from tests.differential.harness import (
+    assert_same,
+    has_top_level_order_by,
+    run_duckdb,
+    run_plansight,
+)
+from tests.differential.test_regressions import CONFIGS
+
+TABLES = {
+    "d": pa.table({"id": pa.array([0, 1, 2, 3], pa.int64()),
+                   "dt": pa.array([dt.date(2000, 1, 1), dt.date(2024, 2, 29), None,
+                                   dt.date(2000, 1, 1)], pa.date32()),
+                   "v": pa.array([1, None, 3, 4], pa.int64())}),
+    "c": pa.table({"g": pa.array([1, 1, 1, 1, 1, 2, 2, 3, 3, 3], pa.int64()),
+                   "d": pa.array([Decimal("99999999.99")] * 5 + [Decimal("-0.01"), None] +
+                                 [Decimal("3.33")] * 3, pa.decimal128(10, 2)),
+                   "f": pa.array([1e10] * 5 + [float("inf"), float("inf")] +
+                                 [0.1, 0.1, None]),
+                   "n": pa.array([float("nan"), 0.0, 0.0, None, float("nan"), 1.0, 1.0,
+                                  float("nan"), float("nan"), None])}),
+    "e": pa.table({"id": pa.array([], pa.int64()), "dt": pa.array([], pa.date32()),
+                   "v": pa.array([], pa.int64())}),
+}
+
+CASES = {
+    # an aggregate of a constant in a subquery correlated by a non-equality counted the
+    # left join's padding row of an outer value without inner rows
+    "non-equality-correlated-avg-of-constant":
+        "SELECT id, (SELECT avg(2) FROM d AS i WHERE i.dt < o.dt) FROM d AS o",
+    "non-equality-correlated-sum-of-constant":
+        "SELECT id, (SELECT sum(2) FROM d AS i WHERE i.dt < o.dt) FROM d AS o",
+    "non-equality-correlated-count-star-and-coalesce":
+        "SELECT id, (SELECT count(*) + sum(coalesce(i.v, 10)) FROM d AS i WHERE i.dt > o.dt) "
+        "FROM d AS o",
+    "non-equality-correlated-constant-over-empty":
+        "SELECT id, (SELECT max(1) FROM e AS i WHERE i.v <> o.v) FROM d AS o",
+    # equal values have exactly no spread (Arrow's merge of chunk moments left 1.7e-8)
+    "variance-of-equal-values":
+        "SELECT g, stddev_samp(d), var_samp(d), stddev_pop(d), var_pop(d) FROM c GROUP BY g",
+    "variance-of-equal-doubles-and-infinities":
+        "SELECT g, stddev_samp(f), var_samp(f), stddev_pop(f), var_pop(f) FROM c GROUP BY g",
+    "variance-of-equal-values-with-nan":
+        "SELECT g, stddev_samp(n), var_samp(n), stddev_pop(n), var_pop(n) FROM c GROUP BY g",
+    "variance-of-equal-values-global": "SELECT stddev_samp(d), var_pop(d) FROM c WHERE g = 1",
+    # an input that folds to no rows empties the joins and projections that need it, so
+    # their other inputs never run (DuckDB prunes them: no cast error from the other side)
+    "empty-derived-table-prunes-failing-filter":
+        "SELECT o.v FROM (SELECT 1 AS x FROM (SELECT max(v) AS m FROM d) s WHERE NOT TRUE) e2, "
+        "d AS o WHERE o.v > CAST(o.v * 1000 AS DECIMAL(2))",
+    "empty-side-of-each-join-kind":
+        "SELECT count(*), count(o.id), count(z.id) FROM d AS o LEFT JOIN (SELECT * FROM d "
+        "WHERE FALSE) z ON o.id = z.id",
+    "empty-right-of-right-join":
+        "SELECT o.id, z.id FROM d AS o RIGHT JOIN (SELECT * FROM d WHERE NULL) z ON o.id = z.id",
+    "empty-side-of-full-join":
+        "SELECT o.id, z.id FROM d AS o FULL JOIN (SELECT * FROM d WHERE FALSE) z ON o.id = z.id",
+    "empty-right-of-anti-join":
+        "SELECT o.id FROM d AS o WHERE o.v NOT IN (SELECT v FROM d WHERE FALSE)",
+    "empty-right-of-semi-join":
+        "SELECT o.id FROM d AS o WHERE o.v IN (SELECT v FROM d WHERE FALSE)",
+    "empty-under-global-aggregate": "SELECT count(*), max(x) FROM (SELECT 1 AS x FROM d "
+                                    "WHERE FALSE ORDER BY 1 LIMIT 3) q",
+    # LIMIT in a subquery correlated by a non-equality: computed per distinct outer value
+    "limit-correlated-by-less-than":
+        "SELECT id, (SELECT i.v FROM d AS i WHERE i.dt < o.dt ORDER BY i.id LIMIT 1) FROM d AS o",
+    "limit-correlated-by-not-equal-desc":
+        "SELECT id, (SELECT i.v FROM d AS i WHERE i.dt <> o.dt ORDER BY i.id DESC LIMIT 1) "
+        "FROM d AS o",
+    "limit-correlated-by-equality-and-comparison":
+        "SELECT id, (SELECT i.v FROM d AS i WHERE i.v > o.v AND i.dt = o.dt ORDER BY i.id "
+        "LIMIT 1) FROM d AS o",
+    "limit-correlated-through-a-cast":
+        "SELECT id, (SELECT i.dt FROM d AS i WHERE i.id <> CAST(o.v AS INTEGER) ORDER BY i.id "
+        "LIMIT 1) FROM d AS o",
+    "limit-correlated-offset":
+        "SELECT id, (SELECT i.v FROM d AS i WHERE i.id < o.id ORDER BY i.id LIMIT 1 OFFSET 1) "
+        "FROM d AS o",
+    "limit-correlated-exists":
+        "SELECT id FROM d AS o WHERE EXISTS (SELECT 1 FROM d AS i WHERE i.v > o.v "
+        "ORDER BY i.id LIMIT 1)",
+    "limit-correlated-in":
+        "SELECT id FROM d AS o WHERE o.v IN (SELECT i.v FROM d AS i WHERE i.id > o.id "
+        "ORDER BY i.id LIMIT 2)",
+    "limit-correlated-not-in-value":
+        "SELECT id, o.v NOT IN (SELECT i.v FROM d AS i WHERE i.id < o.id ORDER BY i.id DESC "
+        "LIMIT 2) FROM d AS o",
+    "limit-correlated-exists-under-or":
+        "SELECT id, EXISTS (SELECT 1 FROM d AS i WHERE i.id > o.v ORDER BY i.id LIMIT 1) "
+        "OR o.v IS NULL FROM d AS o",
+    "limit-correlated-under-aggregate":
+        "SELECT id, (SELECT sum(x.v) FROM (SELECT i.v FROM d AS i WHERE i.id <= o.id "
+        "ORDER BY i.v DESC NULLS LAST LIMIT 2) x) FROM d AS o",
+    "limit-correlated-over-empty":
+        "SELECT id, (SELECT i.v FROM e AS i WHERE i.id < o.id ORDER BY i.id LIMIT 1) FROM d AS o",
+    # a subquery correlated by a non-equality inside one correlated to an outer query: the
+    # distinct values D come from the middle query without its outer-correlated filters
+    "nested-non-equality-under-not-exists-value":
+        "SELECT o.id, NOT EXISTS (SELECT 1 FROM d m WHERE m.v = o.v AND (2 NOT IN "
+        "(SELECT i.v FROM d i WHERE i.id > m.id))) FROM d o",
+    "nested-non-equality-under-not-exists-filter":
+        "SELECT o.id FROM d o WHERE NOT EXISTS (SELECT 1 FROM d m WHERE m.v = o.v AND (2 NOT IN "
+        "(SELECT i.v FROM d i WHERE i.id > m.id)))",
+    "nested-non-equality-scalar-in-count":
+        "SELECT o.id, (SELECT count(*) FROM d m WHERE m.v < o.v AND "
+        "(SELECT sum(i.v) FROM d i WHERE i.id > m.id) > 3) FROM d o",
+    "nested-limit-under-limit":
+        "SELECT o.id, (SELECT m.v FROM d m WHERE m.v = o.v AND (SELECT i.id FROM d i "
+        "WHERE i.id > m.id ORDER BY i.id LIMIT 1) IS NULL ORDER BY m.id LIMIT 1) FROM d o",
+}
+
+
+@pytest.mark.xfail(raises=NotSupportedError, strict=True)
+def test_one_predicate_reading_two_outer_levels_is_a_known_gap():
+    sql = ("SELECT o.id, (SELECT max(m.id) FROM d m WHERE m.dt = o.dt AND m.v > "
+           "(SELECT min(i.v) FROM d i WHERE i.id < m.id OR i.v > o.v)) FROM d o")
+    run_plansight(sql, TABLES, target_partitions=2)
+
+
+@pytest.mark.xfail(raises=NotSupportedError, strict=True)
+def test_limit_correlated_by_a_null_tolerant_predicate_is_a_known_gap():
+    """The join back on the distinct outer values is a plain equality: exact only for
+    predicates that are NULL on a NULL outer column."""
+    sql = ("SELECT id, (SELECT i.v FROM d AS i WHERE i.v IS DISTINCT FROM o.v ORDER BY i.id "
+           "LIMIT 1) FROM d AS o")
+    run_plansight(sql, TABLES, target_partitions=2)
+
+
+@pytest.mark.parametrize("partitions,batch_size", CONFIGS)
+@pytest.mark.parametrize("sql", [pytest.param(q, id=name) for name, q in CASES.items()])
+def test_fuzz_finding(sql: str, partitions: int, batch_size: int) -> None:
+    actual = run_plansight(sql, TABLES, target_partitions=partitions, batch_size=batch_size)
+    assert_same(actual, _expected(sql), ordered=has_top_level_order_by(sql), sql=sql)
+
+
+@functools.cache
+def _expected(sql: str) -> pa.Table:
+    """DuckDB's answer, once per query (it does not depend on partitions or batch size)."""
+    return run_duckdb(sql, TABLES)
