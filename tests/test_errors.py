@@ -226,8 +226,7 @@ def test_bad_option_value_in_set_statement(session):
 # ----------------------------------------------------------------------------- gaps
 
 @pytest.mark.parametrize("sql,feature", [
-    ("SELECT * FROM t LEFT JOIN t AS t2 ON t2.id IN (SELECT id FROM t AS t3 "
-     "WHERE t3.id < t.id + t2.id)", "both sides"),
+    ("SELECT array_agg(id ORDER BY id) FROM t", "ORDER BY"),
     ("SELECT id, count(*) FROM t GROUP BY GROUPING SETS (ROLLUP (id), ())", "ROLLUP"),
     ("UPDATE t SET id = 4", "UPDATE"),
 ])
