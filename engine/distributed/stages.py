@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import types
 from dataclasses import dataclass
 
 from plansight.engine.distributed.shuffle import (
@@ -84,13 +85,12 @@ def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
         ShuffleWriterExec: stage=1
     """
     ids = itertools.count(1)
-    plan = _copy(plan)
 
     def cut(op: ExecutionPlan) -> ExecutionPlan:
         for child in op.children():
             new = cut(child)
             if new is not child:
-                _replace_child(op, child, new)
+                op = _with_child(op, child, new)
         if isinstance(op, RepartitionExec):
             writer = ShuffleWriterExec(op.input, next(ids), op.mode.value, op.partitions,
                                        op.exprs)
@@ -101,36 +101,51 @@ def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
             writer = ShuffleWriterExec(child, next(ids), PASSTHROUGH, 1)
             reader = ShuffleReaderExec(writer, child.output_partitioning(),
                                        child.output_ordering())
-            _replace_child(op, child, reader)
+            op = _with_child(op, child, reader)
         return op
 
     return fill_row_estimates(cut(plan))  # the shuffle operators take their input's
 
 
-def _copy(plan: ExecutionPlan) -> ExecutionPlan:
-    """A deep copy sharing the table sources (their data is never copied); objects shared
-    inside the plan (a join's dynamic filter and the scan it filters) stay shared."""
-    memo = {id(op.source): op.source for _, op in plan.walk() if hasattr(op, "source")}
-    return copy.deepcopy(plan, memo)
+def _with_child(op: ExecutionPlan, old: ExecutionPlan, new: ExecutionPlan) -> ExecutionPlan:
+    """A shallow copy of ``op`` whose references to child ``old`` point at ``new``.
 
+    Only the operators on the path from the root to an exchange are copied (``op`` itself
+    is left alone, so the local plan still runs); everything below is shared, table sources
+    and the dynamic filters that tie a join to its scan included. ``copy.copy`` goes through
+    ``__getstate__``/``__setstate__``, so the copy gets its own runtime state, and the
+    helpers it owns that refer to ``old`` (a collect-left join's shared build, which holds
+    the build child and the join's own collect method) are copied and re-pointed too.
+    A deep copy of the whole plan per query cost more than the rest of the staging.
+    """
+    twin = copy.copy(op)
 
-def _replace_child(op: ExecutionPlan, old: ExecutionPlan, new: ExecutionPlan) -> None:
-    """Point every reference of ``op`` to ``old`` at ``new``: its child attributes
-    (``input``, ``left``, a list of ``inputs``) and those of the helpers it owns (a shared
-    build holds the build child too)."""
-    def swap(holder) -> None:
+    def points_back(value) -> bool:
+        if value is old:
+            return True
+        if isinstance(value, (list, tuple)):
+            return any(v is old for v in value)
+        return isinstance(value, types.MethodType) and value.__self__ is op
+
+    def repoint(holder) -> None:
         for name, value in list(vars(holder).items()):
             if value is old:
                 setattr(holder, name, new)
-            elif isinstance(value, list) and any(v is old for v in value):
+            elif isinstance(value, list) and points_back(value):
                 setattr(holder, name, [new if v is old else v for v in value])
-            elif isinstance(value, tuple) and any(v is old for v in value):
+            elif isinstance(value, tuple) and points_back(value):
                 setattr(holder, name, tuple(new if v is old else v for v in value))
+            elif points_back(value):
+                setattr(holder, name, types.MethodType(value.__func__, twin))
 
-    swap(op)
-    for value in list(vars(op).values()):
-        if hasattr(value, "__dict__") and not isinstance(value, (ExecutionPlan, type)):
-            swap(value)
+    repoint(twin)
+    for name, value in list(vars(twin).items()):
+        if hasattr(value, "__dict__") and not isinstance(value, (ExecutionPlan, type)) and \
+                any(points_back(v) for v in vars(value).values()):
+            helper = copy.copy(value)
+            repoint(helper)
+            setattr(twin, name, helper)
+    return twin
 
 
 def stages_of(plan: ExecutionPlan) -> list[Stage]:
