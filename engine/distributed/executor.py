@@ -30,6 +30,7 @@ from distributed.comm.core import CommClosedError
 from distributed.scheduler import KilledWorker
 
 from plansight.engine.distributed import fragment as fragments
+from plansight.engine.distributed.stage_filters import gather_key_summaries
 from plansight.engine.distributed.stages import Stage, stages_of
 from plansight.engine.distributed.task import TaskResult, TaskSpec, execute_task
 from plansight.engine.distributed.worker import (
@@ -113,20 +114,29 @@ class _Run:
         with M + P, not M x P, at the cost of one more hop).
         """
         where: dict[int, Any] = {}
+        summaries: dict[int, Any] = {}  # build stage -> its gathered join key summaries
         by_stage: dict[int, list] = {}
-        for stage in stages:  # inputs first
+        for stage in stages:  # inputs (and build stages waited for) first
             payload = fragments.dumps(stage.plan, keys)
             spec = TaskSpec(config, self.query_id, stage.stage_id,
                             1.0 / max(stage.tasks, 1), event_sink=sink)
             inputs = {i: where[i] for i in stage.inputs}
+            # a probe scan's stage waits for the key summaries of the build stages its
+            # dynamic filters come from (stage_filters)
+            filters = {i: summaries[i] for i in stage.after if i in summaries}
             prefix = f"plansight-{self.query_id}-{stage.stage_id}"
             futures = [self.client.submit(execute_task, payload, p, inputs, spec, tables,
-                                          key=f"{prefix}-{p}", pure=False, retries=0)
+                                          filters, key=f"{prefix}-{p}", pure=False,
+                                          retries=0)
                        for p in range(stage.tasks)]
             by_stage[stage.stage_id] = futures
             self.futures.extend(futures)
             if stage.final:
                 continue
+            if stage.plan.key_summaries:
+                summaries[stage.stage_id] = self.client.submit(
+                    gather_key_summaries, *futures, key=f"{prefix}-keys", pure=False)
+                self.futures.append(summaries[stage.stage_id])
             readers = sum(s.tasks for s in stages if stage.stage_id in s.inputs)
             if len(futures) * readers <= DIRECT_EDGES:
                 where[stage.stage_id] = futures  # each reader waits on the map tasks

@@ -30,6 +30,8 @@ from plansight.engine.distributed.pieces import PieceKey, PieceStore, read_ipc
 from plansight.engine.errors import ExecutionError
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.logical.expr import Expr, SortKey
+from plansight.engine.physical.dynamic_filter import KeySummary
+from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.plan import ExecutionPlan, Ordering, Partitioning
 from plansight.engine.physical.repartition import RepartitionExec
 from plansight.engine.physical.sorts.merge import merge_sorted
@@ -51,6 +53,8 @@ class ShuffleContext:
     address: str = "local"
     inputs: dict[int, list[str]] = field(default_factory=dict)
     fetch: Callable[[str, PieceKey], bytes | None] | None = None
+    #: what this task's writer summarized of its rows' join keys, by filter name
+    key_summaries: dict[str, dict] = field(default_factory=dict)
 
 
 def _shuffle(ctx: TaskContext) -> ShuffleContext:
@@ -74,6 +78,10 @@ class ShuffleWriterExec(ExecutionPlan):
         # routing is RepartitionExec's, so both give each row the same output partition
         self._router = None if mode == PASSTHROUGH else \
             RepartitionExec(input, mode, partitions, exprs)
+        # dynamic filters across stages (stage_filters): the join keys this stage's rows
+        # feed a build side with, and the filters its scans wait for
+        self.key_summaries: list = []
+        self.awaited_filters: list = []
 
     def children(self):
         return [self.input]
@@ -95,8 +103,14 @@ class ShuffleWriterExec(ExecutionPlan):
             how = f"Hash([{', '.join(map(str, self.exprs))}], {self.partitions})"
         else:
             how = f"RoundRobinBatch({self.partitions})"
-        return (f"ShuffleWriterExec: stage={self.stage_id}, partitioning={how}, "
+        text = (f"ShuffleWriterExec: stage={self.stage_id}, partitioning={how}, "
                 f"tasks={self.input.output_partitioning().count}")
+        if self.key_summaries:
+            text += f", build_keys_for=[{', '.join(k.name for k in self.key_summaries)}]"
+        if self.awaited_filters:
+            text += ", after=[" + ", ".join(f"stage {f.build_stage} for {f.name}"
+                                            for f in self.awaited_filters) + "]"
+        return text
 
     def _execute(self, partition: int, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
         # Pieces smaller than a batch are held per target until they add up to one: a hash
@@ -116,9 +130,13 @@ class ShuffleWriterExec(ExecutionPlan):
             metrics.add("shuffle_bytes", batch.nbytes)
             metrics.add("shuffle_rows", batch.num_rows)
 
+        summaries = [(k, KeySummary(k.type, k.max_keys, k.max_bitmap_bits))
+                     for k in self.key_summaries]
         stream = self.input.execute(partition, ctx)
         try:
             for i, batch in enumerate(stream):
+                for wanted, summary in summaries:
+                    summary.add(evaluate(wanted.expr, batch))
                 pieces = [(0, batch)] if self._router is None else \
                     self._router.route(batch, partition + i)
                 for target, piece in pieces:
@@ -129,6 +147,8 @@ class ShuffleWriterExec(ExecutionPlan):
                         pending_rows[target] = 0
             for target, batches in pending.items():
                 store(target, batches)
+            for wanted, summary in summaries:
+                shuffle.key_summaries[wanted.name] = summary.result()
         finally:
             stream.close()
             for key in written:

@@ -27,6 +27,7 @@ from plansight.engine.distributed.shuffle import (
     ShuffleReaderExec,
     ShuffleWriterExec,
 )
+from plansight.engine.distributed.stage_filters import link_dynamic_filters
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
 from plansight.engine.physical.plan import ExecutionPlan, fill_row_estimates
 from plansight.engine.physical.recursive_query import RecursiveQueryExec
@@ -50,6 +51,12 @@ class Stage:
     @property
     def final(self) -> bool:
         return not isinstance(self.plan, ShuffleWriterExec)
+
+    @property
+    def after(self) -> tuple[int, ...]:
+        """Build stages whose join keys this stage's scans wait for (stage_filters)."""
+        awaited = getattr(self.plan, "awaited_filters", ())
+        return tuple(sorted({f.build_stage for f in awaited}))
 
 
 def can_distribute(plan: ExecutionPlan) -> bool:
@@ -104,7 +111,9 @@ def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
             op = _with_child(op, child, reader)
         return op
 
-    return fill_row_estimates(cut(plan))  # the shuffle operators take their input's
+    staged = fill_row_estimates(cut(plan))  # the shuffle operators take their input's
+    link_dynamic_filters(staged)
+    return staged
 
 
 def _with_child(op: ExecutionPlan, old: ExecutionPlan, new: ExecutionPlan) -> ExecutionPlan:
@@ -165,5 +174,16 @@ def stages_of(plan: ExecutionPlan) -> list[Stage]:
     top: list[int] = []
     visit(plan, plan, top)
     found.sort(key=lambda s: s.stage_id)
-    found.append(Stage(0, plan, tuple(top)))
-    return found
+    ordered: list[Stage] = []
+    placed: set[int] = set()
+    while found:  # by id, each after its inputs and the build stages it waits for
+        ready = next((s for s in found if placed.issuperset(s.inputs + s.after)), None)
+        if ready is None:  # cannot happen in a tree; never wait rather than deadlock
+            for stage in found:
+                stage.plan.awaited_filters = []
+            continue
+        ordered.append(ready)
+        placed.add(ready.stage_id)
+        found.remove(ready)
+    ordered.append(Stage(0, plan, tuple(top)))
+    return ordered

@@ -25,6 +25,7 @@ import pyarrow as pa
 from plansight.engine.distributed import fragment as fragments
 from plansight.engine.distributed.pieces import PieceKey, PieceStore
 from plansight.engine.distributed.shuffle import ShuffleContext
+from plansight.engine.distributed.stage_filters import install_filters
 from plansight.engine.errors import (
     Cancelled,
     ExecutionError,
@@ -67,6 +68,8 @@ class TaskResult:
     metrics: list[PartitionMetrics]
     elapsed: float
     output: pa.Table | None = None
+    #: a build stage's summaries of its join keys, by filter name (stage_filters)
+    key_summaries: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass
@@ -182,14 +185,17 @@ def environment() -> WorkerEnvironment:
 
 def execute_task(fragment: bytes | ExecutionPlan, partition: int,
                  inputs: dict[int, list[str]], spec: TaskSpec,
-                 tables: dict[str, Any] | None = None) -> TaskResult:
+                 tables: dict[str, Any] | None = None,
+                 filters: dict[int, dict[str, list[dict]]] | None = None) -> TaskResult:
     """Run ``partition`` of a stage's plan: a writer's pieces go to this process's store,
     a final stage's rows come back in the result.
 
     ``fragment`` is the stage's plan (bytes from ``fragment.dumps`` or the plan itself),
     ``inputs[stage]`` the addresses (or the results) of the map tasks of each stage it
     reads, and
-    ``tables`` the memory sources its scans refer to (see ``fragment``).
+    ``tables`` the memory sources its scans refer to (see ``fragment``), and ``filters``
+    the gathered key summaries of the build stages its scans' dynamic filters wait for
+    (``stage_filters``).
 
     Example:
         >>> import pyarrow as pa, plansight as ps
@@ -216,6 +222,9 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
     try:
         flag.is_set() and ctx.check_cancelled()
         plan = fragments.loads(fragment, tables) if isinstance(fragment, bytes) else fragment
+        awaited = getattr(plan, "awaited_filters", None)
+        if awaited:
+            install_filters(plan, awaited, filters or {}, ctx)
         batches = list(plan.execute(partition, ctx))
         output = None if plan.name == "ShuffleWriterExec" else \
             pa.Table.from_batches(batches, schema=plan.schema)
@@ -236,7 +245,8 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
             flush()
         env.end_task(spec.query_id, flag)
     return TaskResult(spec.stage_id, partition, env.address,
-                      ctx.metrics.partition_metrics(), time.perf_counter() - started, output)
+                      ctx.metrics.partition_metrics(), time.perf_counter() - started, output,
+                      ctx.shuffle.key_summaries)
 
 
 def _rows_out(plan: ExecutionPlan, output: pa.Table | None, ctx: TaskContext) -> int:

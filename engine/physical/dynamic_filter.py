@@ -101,20 +101,9 @@ class DynamicFilter:
         """
         if self.has_published(build):
             return
-        if isinstance(keys, pa.ChunkedArray):
-            keys = keys.combine_chunks()
-        keys = keys.drop_null()
-        summary = {"rows": len(keys), "low": None, "high": None, "set": None,
-                   "integers": None}
-        if len(keys):
-            bounds = pc.min_max(keys)
-            summary["low"], summary["high"] = bounds["min"].as_py(), bounds["max"].as_py()
-            if not pa.types.is_floating(keys.type):
-                distinct = pc.unique(keys)
-                if len(distinct) <= self.max_keys:
-                    summary["set"] = distinct
-                elif self._bitmap_fits(keys.type, summary["low"], summary["high"]):
-                    summary["integers"] = distinct
+        summary = KeySummary(keys.type, self.max_keys, self.max_bitmap_bits)
+        summary.add(keys)
+        summary = summary.result()
         with self._lock:
             if build in self._builds:
                 return  # a collect-left build is published by every probe partition
@@ -122,6 +111,15 @@ class DynamicFilter:
             if len(self._builds) == builds:
                 # under the lock: whoever sees this build published sees the filter complete
                 self._commit(list(self._builds.values()), keys.type)
+
+    def install(self, parts: list[dict], key_type: pa.DataType, ctx: Any) -> None:
+        """Make this filter complete for run ``ctx`` from ``parts`` (``KeySummary.result``
+        of every piece of the build side), summarized elsewhere: on a cluster, by the
+        writers of the stage that feeds the join's build side (see distributed.stages)."""
+        with self._lock:
+            self.start(ctx)
+            self._builds = dict(enumerate(parts))
+            self._commit(parts, key_type)
 
     def has_published(self, build: int = 0) -> bool:
         """Whether build side ``build`` has published its keys in this run."""
@@ -151,10 +149,6 @@ class DynamicFilter:
             self.tighten(min(p["low"] for p in present), max(p["high"] for p in present))
         except TypeError:
             pass  # incomparable statistics values: the set (if any) still applies
-
-    def _bitmap_fits(self, key_type: pa.DataType, low: Any, high: Any) -> bool:
-        return pa.types.is_integer(key_type) and not pa.types.is_uint64(key_type) and \
-            high - low + 1 <= self.max_bitmap_bits
 
     def _set_bitmap(self, parts: list[dict]) -> None:
         """A bitmap of the union of the parts' keys, when they are integers within reach and
@@ -285,3 +279,81 @@ class DynamicFilter:
             bounds.append("IN (key bitmap)")
         text = " AND ".join(b for b in bounds if b) or "pending"
         return f"{self.origin}: {'empty' if self.empty else text}"
+
+
+class KeySummary:
+    """What a build side tells its dynamic filter, gathered batch by batch: row count, min,
+    max, and its distinct keys while they can still become a key set (at most ``max_keys``)
+    or a bitmap (integers spanning at most ``max_bitmap_bits`` values); NULLs left out.
+
+    ``result()`` is one part for ``DynamicFilter`` (the union of all parts is the build
+    side's keys). Distinct keys are deduplicated per batch and again whenever they pass
+    ``max_keys``, and dropped for good once neither a set nor a bitmap can hold them, so a
+    summary never holds more than the filter could use.
+
+    Example:
+        >>> summary = KeySummary(pa.int64(), max_keys=2)
+        >>> summary.add(pa.array([3, 1, None, 3]))
+        >>> summary.add(pa.array([2]))
+        >>> part = summary.result()
+        >>> part["rows"], part["low"], part["high"], part["set"], part["integers"]
+        (4, 1, 3, None, None)
+    """
+
+    def __init__(self, key_type: pa.DataType, max_keys: int = 1024, max_bitmap_bits: int = 0):
+        self.key_type, self.max_keys, self.max_bitmap_bits = key_type, max_keys, max_bitmap_bits
+        self.rows = 0
+        self.low: Any = None
+        self.high: Any = None
+        self.comparable = True
+        # distinct keys so far (None: too many for a set or a bitmap, or floats)
+        self.distinct: list[pa.Array] | None = \
+            None if pa.types.is_floating(key_type) else []
+        self.distinct_count = 0
+
+    def add(self, keys: pa.Array) -> None:
+        if isinstance(keys, pa.ChunkedArray):
+            keys = keys.combine_chunks()
+        keys = keys.drop_null()
+        if not len(keys):
+            return
+        self.rows += len(keys)
+        bounds = pc.min_max(keys)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        try:
+            self.low = low if self.low is None or low < self.low else self.low
+            self.high = high if self.high is None or high > self.high else self.high
+        except TypeError:
+            self.comparable = False
+        if self.distinct is None:
+            return
+        unique = pc.unique(keys)
+        self.distinct.append(unique)
+        self.distinct_count += len(unique)
+        if self.distinct_count > self.max_keys:
+            if len(self.distinct) > 1:
+                merged = pc.unique(pa.concat_arrays(self.distinct))
+                self.distinct, self.distinct_count = [merged], len(merged)
+            if self.distinct_count > self.max_keys and not self._bitmap_fits():
+                self.distinct = None
+
+    def _bitmap_fits(self) -> bool:
+        return self.comparable and pa.types.is_integer(self.key_type) and \
+            not pa.types.is_uint64(self.key_type) and self.low is not None and \
+            self.high - self.low + 1 <= self.max_bitmap_bits
+
+    def result(self) -> dict:
+        """This build side as one part of a dynamic filter (see ``DynamicFilter``)."""
+        part = {"rows": self.rows, "low": None, "high": None, "set": None, "integers": None}
+        if not self.rows:
+            return part
+        if self.comparable:
+            part["low"], part["high"] = self.low, self.high
+        if self.distinct is not None:
+            keys = self.distinct[0] if len(self.distinct) == 1 else \
+                pc.unique(pa.concat_arrays(self.distinct))
+            if len(keys) <= self.max_keys:
+                part["set"] = keys
+            elif self._bitmap_fits():
+                part["integers"] = keys
+        return part

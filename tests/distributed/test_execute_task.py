@@ -13,6 +13,7 @@ import plansight as ps
 from plansight.datasets import TPCH_QUERIES, tpch
 from plansight.engine.distributed import fragment
 from plansight.engine.distributed.pieces import PieceStore, read_ipc
+from plansight.engine.distributed.stage_filters import gather_key_summaries
 from plansight.engine.distributed.stages import plan_stages, stages_of
 from plansight.engine.distributed.task import TaskSpec, environment, execute_task
 from plansight.engine.exec.context import TaskContext
@@ -37,13 +38,16 @@ def run_in_process(query, query_id: str) -> pa.Table:
     keys = {id(s): f"table-{i}" for i, s in enumerate(sources)}
     tables = {f"table-{i}": s for i, s in enumerate(sources)}
     where: dict[int, list[str]] = {}
+    summaries: dict[int, dict] = {}
     try:
         for stage in stages_of(staged):
             payload = fragment.dumps(stage.plan, keys)
             spec = TaskSpec(query.config, query_id, stage.stage_id)
+            filters = {i: summaries[i] for i in stage.after}
             results = [execute_task(payload, p, {i: where[i] for i in stage.inputs}, spec,
-                                    tables) for p in range(stage.tasks)]
+                                    tables, filters) for p in range(stage.tasks)]
             where[stage.stage_id] = [r.address for r in results]
+            summaries[stage.stage_id] = gather_key_summaries(*results)
     finally:
         environment().end_query(query_id)
     assert query_id not in environment().store.queries()
