@@ -7,6 +7,7 @@ import threading
 import time
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import plansight as ps
@@ -14,7 +15,8 @@ from plansight.engine.distributed.executor import translate
 from plansight.engine.distributed.worker import worker_state
 from plansight.engine.exec.events import BatchProduced, OperatorFinished, QueryFinished
 from plansight.errors import Cancelled, ExecutionError, ResourcesExhausted
-from tests.distributed.helpers import cluster_session
+from tests.differential.harness import assert_same, run_duckdb
+from tests.distributed.helpers import assert_equal_to_local, cluster_session
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,19 @@ def session(client):
     session.register("words", pa.table({"s": ["1", "2", "x", "4"] * 50, "k": range(200)}))
     keys = pa.array([i % 4 for i in range(20_000)], pa.int64())
     session.register("wide", pa.table({"k": keys, "v": pa.array(range(20_000), pa.int64())}))
+    for name, table in JOIN_TABLES.items():
+        session.register(name, table)
     return session
+
+
+# a build side holding every 50th key of the probe side's (and NULLs on both sides)
+JOIN_TABLES = {
+    "probe": pa.table({"k": pa.array([None if i % 997 == 0 else i % 5_000
+                                      for i in range(40_000)], pa.int64()),
+                       "v": pa.array(range(40_000), pa.int64())}),
+    "build": pa.table({"k": pa.array([None, *range(0, 5_000, 50)], pa.int64()),
+                       "w": pa.array(range(101), pa.int64())}),
+}
 
 
 def clean_everywhere(client, timeout: float = 60.0) -> dict:
@@ -214,3 +228,33 @@ def test_tasks_spill_under_the_query_memory_limit_and_clean_up(session, client):
     assert run.result.equals(local.sql(sql, options={"batch_size": 512}).to_arrow())
     states = clean_everywhere(client)
     assert all(not s["files"] and s["reserved"] == 0 for s in states.values()), states
+
+
+@pytest.mark.parametrize("sql, options", [
+    # a partitioned join: the probe scan runs in the stage below the probe side's shuffle
+    ("SELECT p.v, b.w FROM build b JOIN probe p ON b.k = p.k",
+     {"hash_join_single_partition_threshold_rows": 10}),
+    # a collect-left join over an aggregate: the probe scan runs below the partial one
+    ("SELECT a.k, a.n, b.w FROM build b JOIN (SELECT k, count(*) AS n FROM probe GROUP BY k) a"
+     " ON b.k = a.k", {}),
+])
+def test_a_build_stage_filters_the_probe_scan_stage(session, sql, options):
+    query = session.sql(sql, options=options)
+    run = query.execute()
+    (scan,) = [op for _, op in query.physical.walk()
+               if op.name == "DataSourceExec" and op.table == "probe"]
+    (waiting,) = [op for _, op in query.physical.walk() if getattr(op, "awaited_filters", None)]
+    assert any(op is scan for _, op in waiting.walk())  # the scan's stage waits for the build
+    # 100 of the 5,000 keys are built: the scan keeps only their rows (NULLs never match)
+    kept = pc.sum(pc.is_in(JOIN_TABLES["probe"]["k"], JOIN_TABLES["build"]["k"],
+                           skip_nulls=True)).as_py()
+    assert 0 < kept < 1_000
+    skipped = int(run.metrics.total(scan.operator_id, "rows_skipped_dynamic"))
+    assert skipped == 40_000 - kept
+    (line,) = [x for x in run.explain_analyze().splitlines() if "table=probe" in x]
+    assert f"rows_skipped_dynamic={skipped}" in line
+    local = ps.Session(target_partitions=4)
+    for name, table in JOIN_TABLES.items():
+        local.register(name, table)
+    assert_same(run.result, run_duckdb(sql, JOIN_TABLES), ordered=False, sql=sql)
+    assert_equal_to_local(run.result, local.sql(sql, options=options).to_arrow(), sql)
