@@ -31,12 +31,14 @@ from distributed.scheduler import KilledWorker
 
 from plansight.engine.distributed import fragment as fragments
 from plansight.engine.distributed.stage_filters import gather_key_summaries
-from plansight.engine.distributed.stages import Stage, stages_of
+from plansight.engine.distributed.stage_limits import FinalLimit, final_limit
+from plansight.engine.distributed.stages import Stage, stages_of, stages_read
 from plansight.engine.distributed.task import TaskResult, TaskSpec, execute_task
 from plansight.engine.distributed.worker import (
     PlansightPlugin,
     TopicSink,
     cancel_query,
+    cancel_stages,
     drop_forwarder,
     end_query_soon,
 )
@@ -116,18 +118,25 @@ class _Run:
         where: dict[int, Any] = {}
         summaries: dict[int, Any] = {}  # build stage -> its gathered join key summaries
         by_stage: dict[int, list] = {}
+        limit = final_limit(stages[-1].plan)
         for stage in stages:  # inputs (and build stages waited for) first
+            if stage.final and limit is not None:
+                # the final LIMIT starts once it is sure to have its rows (stage_limits)
+                where[limit.stage_id] = self._await_limit(limit, by_stage)
             payload = fragments.dumps(stage.plan, keys)
             spec = TaskSpec(config, self.query_id, stage.stage_id,
                             1.0 / max(stage.tasks, 1), event_sink=sink)
-            inputs = {i: where[i] for i in stage.inputs}
             # a probe scan's stage waits for the key summaries of the build stages its
             # dynamic filters come from (stage_filters)
             filters = {i: summaries[i] for i in stage.after if i in summaries}
             prefix = f"plansight-{self.query_id}-{stage.stage_id}"
-            futures = [self.client.submit(execute_task, payload, p, inputs, spec, tables,
-                                          filters, key=f"{prefix}-{p}", pure=False,
-                                          retries=0)
+            # the tasks a final LIMIT counts go first among the ready ones (partition order
+            # among themselves): once they hold its rows, the rest need not run at all
+            priority = 1 if limit is not None and stage.stage_id == limit.stage_id else 0
+            futures = [self.client.submit(execute_task, payload, p,
+                                          {i: where[i] for i in stages_read(stage.plan, p)},
+                                          spec, tables, filters, key=f"{prefix}-{p}",
+                                          pure=False, retries=0, priority=priority)
                        for p in range(stage.tasks)]
             by_stage[stage.stage_id] = futures
             self.futures.extend(futures)
@@ -138,7 +147,8 @@ class _Run:
                     gather_key_summaries, *futures, key=f"{prefix}-keys", pure=False)
                 self.futures.append(summaries[stage.stage_id])
             readers = sum(s.tasks for s in stages if stage.stage_id in s.inputs)
-            if len(futures) * readers <= DIRECT_EDGES:
+            if len(futures) * readers <= DIRECT_EDGES or \
+                    (limit is not None and stage.stage_id == limit.stage_id):
                 where[stage.stage_id] = futures  # each reader waits on the map tasks
             else:  # one small task gathers the locations: M + P edges, not M x P
                 where[stage.stage_id] = self.client.submit(
@@ -156,19 +166,53 @@ class _Run:
         cancel every ``_POLL`` seconds."""
         pending = list(final)
         while pending:
-            self.ctx.check_cancelled()
-            try:
-                wait(pending, timeout=_POLL, return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                continue
-            except CancelledError:  # the scheduler dropped a task: see which and why
-                pass
-            except (CommClosedError, OSError) as error:
-                raise ExecutionError(f"lost the connection to the cluster: {error}") from None
-            failed = [f for f in self.futures if f.status in ("error", "cancelled")]
-            if failed:
-                self._raise_failure(failed)
-            pending = [f for f in pending if not f.done()]
+            pending = self._wait_some(pending)
+
+    def _wait_some(self, pending: list) -> list:
+        """Until one of ``pending`` is done or ``_POLL`` seconds passed; those not done.
+        Raises the query's error (or the user's cancel) as soon as there is one."""
+        self.ctx.check_cancelled()
+        try:
+            wait(pending, timeout=_POLL, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            return pending
+        except CancelledError:  # the scheduler dropped a task: see which and why
+            pass
+        except (CommClosedError, OSError) as error:
+            raise ExecutionError(f"lost the connection to the cluster: {error}") from None
+        failed = [f for f in self.futures if f.status in ("error", "cancelled")]
+        if failed:
+            self._raise_failure(failed)
+        return [f for f in pending if not f.done()]
+
+    def _await_limit(self, limit: FinalLimit, by_stage: dict[int, list]) -> list:
+        """Wait for the tasks of the stage below the final LIMIT until the finished ones
+        hold its rows; then cancel every task still queued or running (below the final
+        stage, nothing else needs them). Where each task's pieces are (None: cancelled)."""
+        futures = by_stage[limit.stage_id]
+        finished: dict[int, Any] = {}
+        pending = list(futures)
+        while pending:
+            pending = self._wait_some(pending)
+            new = [p for p, f in enumerate(futures) if p not in finished and
+                   f.status == "finished"]
+            for p, result in zip(new, self.client.gather([futures[p] for p in new])):
+                finished[p] = result
+            if pending and limit.satisfied({p: r.rows for p, r in finished.items()}):
+                self._cancel_upstream(by_stage)
+                break
+        return [finished[p].address if p in finished else None for p in range(len(futures))]
+
+    def _cancel_upstream(self, by_stage: dict[int, list]) -> None:
+        unfinished = [f for f in self.futures if not f.done()]
+        if not unfinished:
+            return
+        self.futures = [f for f in self.futures if f.done()]
+        for stage_id, futures in by_stage.items():
+            by_stage[stage_id] = [f for f in futures if f.done()]
+        self.client.cancel(unfinished)
+        # running tasks stop at their next batch, queued ones are refused on the workers
+        self.client.run(cancel_stages, self.query_id, list(by_stage))
 
     def _raise_failure(self, failed: list) -> None:
         if any(f.status == "cancelled" for f in failed):

@@ -148,6 +148,25 @@ class PieceStore:
             reservation.free()
         return len(pieces)
 
+    def drop_task(self, query_id: str, stage_id: int, partition: int) -> int:
+        """Delete the pieces one map task wrote (it was cancelled or failed: nothing will
+        read them); the number deleted."""
+        with self._lock:
+            keys = [key for key in self._pieces if key[:3] == (query_id, stage_id, partition)]
+            pieces = [self._pieces.pop(key) for key in keys]
+            reservation = self._reservations.get(query_id)
+        for piece in pieces:
+            with piece.lock:
+                piece.dropped = True
+                held = sum(b.nbytes for b in piece.batches)
+                piece.batches = []
+                piece.close_file()
+                if piece.path is not None:
+                    piece.path.unlink(missing_ok=True)
+            if reservation is not None and held:
+                reservation.shrink(held)
+        return len(pieces)
+
     def queries(self) -> set[str]:
         with self._lock:
             return {key[0] for key in self._pieces}

@@ -82,6 +82,8 @@ class ShuffleWriterExec(ExecutionPlan):
         # feed a build side with, and the filters its scans wait for
         self.key_summaries: list = []
         self.awaited_filters: list = []
+        # below a final LIMIT (stage_limits): rows a task need write at most
+        self.fetch: int | None = None
 
     def children(self):
         return [self.input]
@@ -110,6 +112,8 @@ class ShuffleWriterExec(ExecutionPlan):
         if self.awaited_filters:
             text += ", after=[" + ", ".join(f"stage {f.build_stage} for {f.name}"
                                             for f in self.awaited_filters) + "]"
+        if self.fetch is not None:
+            text += f", fetch={self.fetch}"
         return text
 
     def _execute(self, partition: int, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
@@ -132,9 +136,13 @@ class ShuffleWriterExec(ExecutionPlan):
 
         summaries = [(k, KeySummary(k.type, k.max_keys, k.max_bitmap_bits))
                      for k in self.key_summaries]
+        remaining = self.fetch
         stream = self.input.execute(partition, ctx)
         try:
-            for i, batch in enumerate(stream):
+            for i, batch in enumerate(stream if remaining != 0 else ()):
+                if remaining is not None:
+                    batch = batch.slice(0, remaining)
+                    remaining -= batch.num_rows
                 for wanted, summary in summaries:
                     summary.add(evaluate(wanted.expr, batch))
                 pieces = [(0, batch)] if self._router is None else \
@@ -145,6 +153,8 @@ class ShuffleWriterExec(ExecutionPlan):
                     if pending_rows[target] >= ctx.batch_size:
                         store(target, pending.pop(target))
                         pending_rows[target] = 0
+                if remaining == 0:
+                    break  # the LIMIT above takes no more rows from this task
             for target, batches in pending.items():
                 store(target, batches)
             for wanted, summary in summaries:
@@ -216,6 +226,9 @@ class ShuffleReaderExec(ExecutionPlan):
         def lane(m: int, r: int) -> Iterator[pa.RecordBatch]:
             key = (shuffle.query_id, self.stage_id, m, r)
             address = locations[m]
+            if address is None:  # a satisfied LIMIT cancelled map task m (stage_limits)
+                metrics.add("map_tasks_cancelled")
+                return
             if address == shuffle.address or shuffle.fetch is None:
                 metrics.add("local_pieces")
                 yield from shuffle.store.batches(key)

@@ -28,11 +28,13 @@ from plansight.engine.distributed.shuffle import (
     ShuffleWriterExec,
 )
 from plansight.engine.distributed.stage_filters import link_dynamic_filters
+from plansight.engine.distributed.stage_limits import limit_stage_tasks
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
 from plansight.engine.physical.plan import ExecutionPlan, fill_row_estimates
 from plansight.engine.physical.recursive_query import RecursiveQueryExec
 from plansight.engine.physical.repartition import RepartitionExec
 from plansight.engine.physical.sorts.sort_preserving_merge import SortPreservingMergeExec
+from plansight.engine.physical.union import UnionExec
 
 
 @dataclass
@@ -113,6 +115,7 @@ def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
 
     staged = fill_row_estimates(cut(plan))  # the shuffle operators take their input's
     link_dynamic_filters(staged)
+    limit_stage_tasks(staged)
     return staged
 
 
@@ -155,6 +158,39 @@ def _with_child(op: ExecutionPlan, old: ExecutionPlan, new: ExecutionPlan) -> Ex
             repoint(helper)
             setattr(twin, name, helper)
     return twin
+
+
+def stages_read(plan: ExecutionPlan, partition: int | None) -> set[int]:
+    """The input stages partition ``partition`` of a stage's ``plan`` reads (None: every
+    partition): a task waits only for those. A union's partition reads one of its
+    branches, so ``SELECT ... UNION ALL SELECT ...`` tasks do not wait for each other's
+    inputs (a LIMIT over a union can be satisfied by one branch alone).
+
+    Example:
+        >>> import pyarrow as pa, plansight as ps
+        >>> s = ps.Session(target_partitions=2)
+        >>> s.register("t", pa.table({"k": [1, 2, 1], "v": [1, 2, 3]}))
+        >>> plan = plan_stages(s.sql("SELECT k, sum(v) FROM t GROUP BY k UNION ALL "
+        ...                          "SELECT k, count(v) FROM t GROUP BY k").physical)
+        >>> top = stages_of(plan)[-1].plan  # reads both aggregates' stages
+        >>> union = next(op for _, op in top.walk() if op.name == "UnionExec")
+        >>> sorted(stages_read(union, 0)), sorted(stages_read(union, 3))
+        ([1], [2])
+    """
+    if isinstance(plan, ShuffleReaderExec):
+        return {plan.stage_id}
+    if isinstance(plan, UnionExec) and partition is not None:
+        for child, offset in reversed(list(zip(plan.inputs, plan._offsets))):
+            if partition >= offset:
+                return stages_read(child, partition - offset)
+    whole = isinstance(plan, (CoalescePartitionsExec, SortPreservingMergeExec))
+    count = plan.output_partitioning().count
+    found: set[int] = set()
+    for child in plan.children():
+        same = not whole and partition is not None and \
+            child.output_partitioning().count == count
+        found |= stages_read(child, partition if same else None)
+    return found
 
 
 def stages_of(plan: ExecutionPlan) -> list[Stage]:

@@ -70,6 +70,8 @@ class TaskResult:
     output: pa.Table | None = None
     #: a build stage's summaries of its join keys, by filter name (stage_filters)
     key_summaries: dict[str, dict] = field(default_factory=dict)
+    #: rows handed on: the output's, or the rows stored as pieces (what a LIMIT counts)
+    rows: int = 0
 
 
 @dataclass
@@ -83,24 +85,27 @@ class WorkerEnvironment:
     spill_dir: str | None = None
     #: the Dask worker this environment belongs to (None outside a cluster)
     worker: Any = None
-    _running: dict[str, set[threading.Event]] = field(default_factory=dict)
+    #: the cancel flag of each running task, by query, with the task's stage
+    _running: dict[str, dict[threading.Event, int]] = field(default_factory=dict)
     _cancelled: set[str] = field(default_factory=set)
+    #: (query, stage) whose later tasks are refused: a satisfied LIMIT needs no more
+    _cancelled_stages: set[tuple[str, int]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def start_task(self, query_id: str) -> threading.Event:
+    def start_task(self, query_id: str, stage_id: int = 0) -> threading.Event:
         """A cancel flag for a new task of ``query_id`` (already set if it was cancelled)."""
         flag = threading.Event()
         with self._lock:
-            if query_id in self._cancelled:
+            if query_id in self._cancelled or (query_id, stage_id) in self._cancelled_stages:
                 flag.set()
-            self._running.setdefault(query_id, set()).add(flag)
+            self._running.setdefault(query_id, {})[flag] = stage_id
         return flag
 
     def end_task(self, query_id: str, flag: threading.Event) -> None:
         with self._lock:
             flags = self._running.get(query_id)
             if flags is not None:
-                flags.discard(flag)
+                flags.pop(flag, None)
                 if not flags:
                     del self._running[query_id]
 
@@ -113,6 +118,17 @@ class WorkerEnvironment:
                 flag.set()
         return self.store.drop_query(query_id)
 
+    def cancel_stage(self, query_id: str, stage_id: int) -> int:
+        """Stop the running tasks of one stage of a query and refuse its later ones (each
+        deletes its own pieces as it stops); the number of tasks told to stop."""
+        with self._lock:
+            self._cancelled_stages.add((query_id, stage_id))
+            flags = [flag for flag, stage in self._running.get(query_id, {}).items()
+                     if stage == stage_id]
+            for flag in flags:
+                flag.set()
+        return len(flags)
+
     def end_query(self, query_id: str) -> int:
         """Delete a finished query's pieces (and forget it was cancelled, once its tasks
         are gone); the number of pieces deleted."""
@@ -120,6 +136,8 @@ class WorkerEnvironment:
         with self._lock:
             if query_id not in self._running:
                 self._cancelled.discard(query_id)
+                self._cancelled_stages = {k for k in self._cancelled_stages
+                                          if k[0] != query_id}
         return dropped
 
     def running_tasks(self) -> int:
@@ -208,7 +226,7 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
     """
     env = environment()
     started = time.perf_counter()
-    flag = env.start_task(spec.query_id)
+    flag = env.start_task(spec.query_id, spec.stage_id)
     config = spec.config.copy()
     config.spill_dir = spec.spill_dir or env.spill_dir or config.spill_dir
     bus = EventBus([spec.event_sink]) if spec.event_sink is not None else EventBus()
@@ -237,8 +255,8 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
     finally:
         pool.close()
         ctx.cleanup()
-        if flag.is_set():  # cancelled or failed: no piece written after the drop may stay
-            env.store.drop_query(spec.query_id)
+        if flag.is_set():  # cancelled or failed: none of its pieces may stay
+            env.store.drop_task(spec.query_id, spec.stage_id, partition)
         bus.close()
         flush = getattr(spec.event_sink, "flush", None)
         if flush is not None:
@@ -246,7 +264,14 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
         env.end_task(spec.query_id, flag)
     return TaskResult(spec.stage_id, partition, env.address,
                       ctx.metrics.partition_metrics(), time.perf_counter() - started, output,
-                      ctx.shuffle.key_summaries)
+                      ctx.shuffle.key_summaries, _rows_written(plan, output, ctx))
+
+
+def _rows_written(plan: ExecutionPlan, output: pa.Table | None, ctx: TaskContext) -> int:
+    """The rows a task handed on: its result's, or the rows its writer stored as pieces."""
+    if output is not None:
+        return output.num_rows
+    return int(ctx.metrics.total(plan.operator_id, "shuffle_rows"))
 
 
 def _rows_out(plan: ExecutionPlan, output: pa.Table | None, ctx: TaskContext) -> int:

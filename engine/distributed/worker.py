@@ -80,6 +80,12 @@ def cancel_query(query_id: str) -> int:
     return environment().cancel_query(query_id)
 
 
+def cancel_stages(query_id: str, stage_ids: list[int]) -> int:
+    """Run on every worker by the client when a LIMIT needs no more of these stages' tasks:
+    the number of running tasks told to stop."""
+    return sum(environment().cancel_stage(query_id, stage_id) for stage_id in stage_ids)
+
+
 def end_query(query_id: str) -> int:
     """Run on every worker by the client when a query is over: delete its pieces."""
     return environment().end_query(query_id)

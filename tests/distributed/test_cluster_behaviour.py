@@ -258,3 +258,40 @@ def test_a_build_stage_filters_the_probe_scan_stage(session, sql, options):
         local.register(name, table)
     assert_same(run.result, run_duckdb(sql, JOIN_TABLES), ordered=False, sql=sql)
     assert_equal_to_local(run.result, local.sql(sql, options=options).to_arrow(), sql)
+
+
+def test_a_satisfied_limit_cancels_the_tasks_below_it(session, client):
+    # the union's first branch has the 5 rows at once; its second is a 3-way join on 4 keys
+    # whose filter drops all of its 5e11 rows: endless unless the LIMIT stops its tasks.
+    # Two partitions: the join's two tasks leave one of the three workers free for the
+    # first branch (tasks that started never yield their worker to a more urgent one)
+    sql = ("SELECT v FROM (SELECT v FROM wide WHERE k = 0 UNION ALL "
+           "SELECT a.v FROM wide a JOIN wide b ON a.k = b.k JOIN wide c ON b.k = c.k "
+           "WHERE a.v + b.v + c.v < 0) LIMIT 5")
+    query = session.sql(sql, options={"target_partitions": 2})
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append(query.execute())
+        except BaseException as error:  # noqa: BLE001 (the test inspects it)
+            outcome.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(120)
+    if thread.is_alive():  # the limit did not stop the join: stop it, then fail
+        query.cancel()
+        thread.join(30)
+        pytest.fail("the LIMIT did not stop the tasks below it")
+    (run,) = outcome
+    assert not isinstance(run, BaseException), run
+    assert run.result.column("v").to_pylist() == [v for v in range(20_000) if v % 4 == 0][:5]
+    (reader,) = [op for _, op in query.physical.walk()
+                 if op.name == "ShuffleReaderExec" and op.stage_id == 5]
+    # the task of the join branch never ran to its end: its pieces were not read
+    assert run.metrics.total(reader.operator_id, "map_tasks_cancelled") == 1
+    assert "map_tasks_cancelled=1" in run.explain_analyze()
+    states = clean_everywhere(client)  # the join's running tasks stopped
+    assert all(s["running"] == 0 and not s["queries"] and not s["files"] and
+               s["reserved"] == 0 for s in states.values()), states
