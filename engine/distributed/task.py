@@ -245,7 +245,7 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
             install_filters(plan, awaited, filters or {}, ctx)
         batches = list(plan.execute(partition, ctx))
         output = None if plan.name == "ShuffleWriterExec" else \
-            pa.Table.from_batches(batches, schema=plan.schema)
+            _compact(pa.Table.from_batches(batches, schema=plan.schema))
         if bus.active:
             bus.publish(TaskFinished(env.address, spec.stage_id, partition,
                                      _rows_out(plan, output, ctx), time.perf_counter() - started,
@@ -265,6 +265,16 @@ def execute_task(fragment: bytes | ExecutionPlan, partition: int,
     return TaskResult(spec.stage_id, partition, env.address,
                       ctx.metrics.partition_metrics(), time.perf_counter() - started, output,
                       ctx.shuffle.key_summaries, _rows_written(plan, output, ctx))
+
+
+def _compact(table: pa.Table) -> pa.Table:
+    """``table`` in buffers of its own size, for the trip to the client: a batch sliced out
+    of a larger one pickles its parent's whole buffers (a 1M-group aggregate's 12 MiB
+    result went as 166 MiB, its pickling the slowest step of the query). Concatenating
+    copies just the rows each column shows (one memory copy: far cheaper than pickling)."""
+    return pa.Table.from_arrays([pa.concat_arrays(column.chunks) if column.num_chunks
+                                 else column for column in table.columns],
+                                schema=table.schema)
 
 
 def _rows_written(plan: ExecutionPlan, output: pa.Table | None, ctx: TaskContext) -> int:
