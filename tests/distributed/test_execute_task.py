@@ -14,6 +14,7 @@ from plansight.datasets import TPCH_QUERIES, tpch
 from plansight.engine.distributed import fragment
 from plansight.engine.distributed.pieces import PieceStore, read_ipc
 from plansight.engine.distributed.stage_filters import gather_key_summaries
+from plansight.engine.distributed.stage_limits import final_limit
 from plansight.engine.distributed.stages import plan_stages, stages_of
 from plansight.engine.distributed.task import TaskSpec, environment, execute_task
 from plansight.engine.exec.context import TaskContext
@@ -169,3 +170,49 @@ def test_pieces_read_off_the_wire_are_aligned():
     (batch,) = read_ipc(memoryview(data)[1:])
     assert all(b is None or b.address % 16 == 0 for b in batch.column(0).buffers())
     assert batch.column(0).to_pylist() == table.column(0).to_pylist()
+
+
+def test_the_tasks_below_a_final_limit_stop_at_its_rows():
+    session = ps.Session(target_partitions=3, batch_size=7)
+    session.register("t", pa.table({"x": pa.array(range(1000), pa.int64())}))
+    query = session.sql("SELECT x FROM t WHERE x % 3 <> 1 LIMIT 10 OFFSET 4")
+    staged = plan_stages(query.physical)
+    limit = final_limit(staged)
+    assert limit is not None and limit.rows == 14 and limit.ordered
+    (writer,) = [op for _, op in staged.walk() if op.name == "ShuffleWriterExec"]
+    assert writer.fetch == 14 and "fetch=14" in writer.display()
+    assert run_in_process(query, "limited").equals(query.to_arrow())
+    result = execute_task(writer, 1, {}, TaskSpec(query.config, "w", 1))
+    try:
+        assert result.rows == 14  # of the 222 rows of partition 1 that pass
+    finally:
+        environment().end_query("w")
+
+
+def test_a_cancelled_stage_refuses_its_tasks_and_keeps_the_others_pieces():
+    env = environment()
+    store = env.store
+    batch = pa.record_batch({"x": pa.array(range(10), pa.int64())})
+    store.append(("s", 1, 0, 0), batch)
+    store.append(("s", 2, 0, 0), batch)
+    try:
+        assert env.cancel_stage("s", 2) == 0
+        assert env.start_task("s", 2).is_set() and not env.start_task("s", 1).is_set()
+        assert store.drop_task("s", 2, 0) == 1
+        assert list(store.batches(("s", 1, 0, 0))) == [batch]
+        assert list(store.batches(("s", 2, 0, 0))) == []
+    finally:
+        for flag in list(env._running.get("s", {})):
+            env.end_task("s", flag)
+        env.end_query("s")
+    assert env.running_tasks() == 0 and not env.start_task("s", 2).is_set()
+    env.end_query("s")
+
+
+def test_a_result_made_of_slices_travels_in_its_own_size():
+    session = ps.Session(target_partitions=1, batch_size=1000)
+    session.register("t", pa.table({"x": pa.array(range(100_000), pa.int64())}))
+    query = session.sql("SELECT x FROM t WHERE x < 2000")
+    result = execute_task(query.physical, 0, {}, TaskSpec(query.config, "sliced"))
+    assert result.output.num_rows == 2000
+    assert len(pickle.dumps(result.output, protocol=4)) < 2 * 2000 * 8 + 10_000
