@@ -169,7 +169,7 @@ class Query:
                               f"rows, fewer than cluster_min_rows ({least:,}); "
                               "SET cluster_min_rows = 0 sends every query to the cluster")
             return
-        self.physical = plan_stages(self.physical)
+        self.physical = plan_stages(self.physical, self.config.dynamic_filter_across_stages)
         self.distributed = True
 
     def _run_constant(self, plan: LogicalPlan) -> pa.Table:

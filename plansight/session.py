@@ -131,6 +131,7 @@ OPTIONS = {
     "dynamic_filter_max_bitmap_bits": _non_negative_int("dynamic_filter_max_bitmap_bits"),
     "dynamic_filter_through_joins": _boolean("dynamic_filter_through_joins"),
     "dynamic_filter_bypass_after_rows": _non_negative_int("dynamic_filter_bypass_after_rows"),
+    "dynamic_filter_across_stages": _boolean("dynamic_filter_across_stages"),
     "optimizer": _boolean("optimizer"),  # false: only the rules a plan needs (reference plans)
     "recursive_cte_max_iterations": _positive_int("recursive_cte_max_iterations"),
     "cluster": _cluster,

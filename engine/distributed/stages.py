@@ -76,9 +76,11 @@ def rows_read(plan: ExecutionPlan) -> float | None:
     return sum(op.row_estimate for op in leaves)
 
 
-def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
+def plan_stages(plan: ExecutionPlan, filters_across_stages: bool = True) -> ExecutionPlan:
     """A copy of ``plan`` with each exchange cut into a ShuffleWriterExec /
-    ShuffleReaderExec pair (``plan`` itself is unchanged: it still runs locally).
+    ShuffleReaderExec pair (``plan`` itself is unchanged: it still runs locally); with
+    ``filters_across_stages``, join filters link their build and probe scan stages
+    (stage_filters), and the tasks below a final LIMIT stop at its rows (stage_limits).
 
     Example:
         >>> import pyarrow as pa, plansight as ps
@@ -114,7 +116,8 @@ def plan_stages(plan: ExecutionPlan) -> ExecutionPlan:
         return op
 
     staged = fill_row_estimates(cut(plan))  # the shuffle operators take their input's
-    link_dynamic_filters(staged)
+    if filters_across_stages:
+        link_dynamic_filters(staged)
     limit_stage_tasks(staged)
     return staged
 

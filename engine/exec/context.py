@@ -58,6 +58,10 @@ class SessionConfig:
     #: this many rows (0: never): a filter from a build side holding nearly every key costs
     #: a test per row and drops nothing.
     dynamic_filter_bypass_after_rows: int = 100_000
+    #: On a cluster, a join's build stage sends its keys to a probe scan in another stage,
+    #: which then runs after the build stage (when the build is estimated no larger than
+    #: the probe scan); False: the stages run side by side and that scan reads everything.
+    dynamic_filter_across_stages: bool = True
     #: False: only the logical rules a plan needs (decorrelation); the reference plan the
     #: differential fuzzer compares the optimized one with.
     optimizer: bool = True

@@ -277,7 +277,7 @@ def test_a_satisfied_limit_cancels_the_tasks_below_it(session, client):
         except BaseException as error:  # noqa: BLE001 (the test inspects it)
             outcome.append(error)
 
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=run, daemon=True)  # never keeps the suite alive
     thread.start()
     thread.join(120)
     if thread.is_alive():  # the limit did not stop the join: stop it, then fail

@@ -199,3 +199,22 @@ def test_small_queries_stay_here_unless_asked():
     no_cluster = ps.Session(target_partitions=2)
     no_cluster.register("small", pa.table({"k": [1]}))
     assert "runs in this process" not in no_cluster.sql("SELECT * FROM small").explain()
+
+
+def test_a_probe_scan_stage_waits_for_the_build_stage_unless_turned_off():
+    session = ps.Session(target_partitions=2, cluster="local:2")  # planning only
+    session.set_option("cluster_min_rows", 0)
+    session.set_option("hash_join_single_partition_threshold_rows", 1)
+    session.register("small", pa.table({"k": [1, 2, 3]}))
+    session.register("big", pa.table({"k": list(range(100)), "v": list(range(100))}))
+    sql = "SELECT b.v FROM small s JOIN big b ON s.k = b.k"
+    staged = session.sql(sql).physical
+    (build,) = [op for _, op in staged.walk() if getattr(op, "key_summaries", None)]
+    (probe,) = [op for _, op in staged.walk() if getattr(op, "awaited_filters", None)]
+    assert any(op.name == "DataSourceExec" and op.table == "small" for _, op in build.walk())
+    assert any(op.name == "DataSourceExec" and op.table == "big" for _, op in probe.walk())
+    assert f"after=[stage {build.stage_id} for HashJoin[" in probe.display()
+    order = [s.stage_id for s in stages_of(staged)]
+    assert order.index(build.stage_id) < order.index(probe.stage_id)
+    session.set_option("dynamic_filter_across_stages", False)
+    assert "after=[" not in session.sql(sql).explain()
