@@ -264,11 +264,13 @@ def test_a_satisfied_limit_cancels_the_tasks_below_it(session, client):
     # the union's first branch has the 5 rows at once; its second is a 3-way join on 4 keys
     # whose filter drops all of its 5e11 rows: endless unless the LIMIT stops its tasks.
     # Two partitions: the join's two tasks leave one of the three workers free for the
-    # first branch (tasks that started never yield their worker to a more urgent one)
+    # first branch (tasks that started never yield their worker to a more urgent one).
+    # Small batches: a probe batch of the filtered join (each row meets 5,000) is where a
+    # task next sees its cancel flag
     sql = ("SELECT v FROM (SELECT v FROM wide WHERE k = 0 UNION ALL "
            "SELECT a.v FROM wide a JOIN wide b ON a.k = b.k JOIN wide c ON b.k = c.k "
            "WHERE a.v + b.v + c.v < 0) LIMIT 5")
-    query = session.sql(sql, options={"target_partitions": 2})
+    query = session.sql(sql, options={"target_partitions": 2, "batch_size": 64})
     outcome: list = []
 
     def run():
