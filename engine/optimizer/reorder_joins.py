@@ -18,6 +18,14 @@ that is not connected is left as it is (its cross joins were placed by
 eliminate_cross_joins). The written order stays unless the best
 order is estimated at least ``MIN_GAIN`` times cheaper.
 
+Equalities imply more edges than are written: ``c_nationkey = s_nationkey`` and
+``s_nationkey = n_nationkey`` join customer to nation too (TPC-H Q5), so the filtered
+region ⋈ nation can shrink customer before supplier is reached. Equal columns (same type,
+no cast) form classes; an implied edge joins two relations of a class, and divides the
+estimate only where the class does not already link them (a chain filters once per link).
+The tree gets an implied equality where it joins by one, and a join's equality that its
+other keys already imply is dropped (a redundant key costs hashing and skews the key domain).
+
 Left-deep, not bushy: each join then builds on a small side and streams the big one, and the
 build's keys filter the big scan (dynamic filters); with rough estimates a bushy tree of two
 large inputs looked cheap and was not.
@@ -30,7 +38,7 @@ from __future__ import annotations
 
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.estimate import estimate_rows, join_domain
-from plansight.engine.logical.expr import Call, Expr, columns_of, conjunction
+from plansight.engine.logical.expr import Call, Column, Expr, columns_of, conjunction
 from plansight.engine.optimizer.eliminate_cross_joins import flatten_inner_joins, is_inner_join
 
 MAX_DP_RELATIONS = 10
@@ -52,6 +60,7 @@ def reorder_joins(plan: lp.LogicalPlan) -> lp.LogicalPlan:
     order = graph.best_tree() if len(relations) >= 3 else None
     if order is None:
         return _rebuild_as_written(plan)
+    conjuncts = graph.without_redundant(order, conjuncts + graph.implied_conjuncts(order))
     joined = lp.Filter(graph.build(order), conjunction(conjuncts))
     if [c.id for c in joined.columns] != [c.id for c in plan.columns]:
         columns = tuple(plan.columns)
@@ -77,7 +86,7 @@ class _JoinGraph:
     def __init__(self, relations: list[lp.LogicalPlan], conjuncts: list[Expr]):
         self.relations = relations
         self.rows = [max(estimate_rows(r), 1.0) for r in relations]
-        owner = {c.id: i for i, r in enumerate(relations) for c in r.columns}
+        self.owner = owner = {c.id: i for i, r in enumerate(relations) for c in r.columns}
         # (i, j) -> the key pairs joining i and j, as (i's key, j's key)
         pairs: dict[tuple[int, int], list[tuple[Expr, Expr]]] = {}
         self.neighbours = [0] * len(relations)
@@ -98,16 +107,163 @@ class _JoinGraph:
             self.neighbours[j] |= 1 << i
         self.denominators = {(i, j): join_domain(on, relations[i], relations[j])
                              for (i, j), on in pairs.items()}
+        self._implied_edges(pairs)
+        self._rows_cache: dict[int, float] = {}
+
+    def _implied_edges(self, pairs: dict[tuple[int, int], list[tuple[Expr, Expr]]]) -> None:
+        """Edges that equalities imply by transitivity: ``c_nationkey = s_nationkey`` and
+        ``s_nationkey = n_nationkey`` join customer to nation as well (TPC-H Q5), so the
+        filtered nation can reduce customer before either meets supplier. Only between
+        plain columns of one type, where the implied equality needs no cast."""
+        parent: dict[int, int] = {}
+        member: dict[int, tuple[int, Column]] = {}  # column id -> (relation, column)
+
+        def find(x: int) -> int:
+            while parent.setdefault(x, x) != x:
+                x = parent[x]
+            return x
+
+        for (i, j), on in pairs.items():
+            for a, b in on:
+                if isinstance(a, Column) and isinstance(b, Column) and a.type == b.type:
+                    member[a.id], member[b.id] = (i, a), (j, b)
+                    parent[find(a.id)] = find(b.id)
+        classes: dict[int, list[tuple[int, Column]]] = {}
+        for column_id, found in member.items():
+            classes.setdefault(find(column_id), []).append(found)
+        self.class_of = {column_id: find(column_id) for column_id in member}
+        # (class, i, j) -> (i's column, j's column, domain); class: its root column id
+        self.implied: dict[tuple[int, int, int], tuple[Column, Column, float]] = {}
+        self.pair_classes: dict[tuple[int, int], set[int]] = {}
+        for root, members in classes.items():
+            for i, a in members:
+                for j, b in members:
+                    if i >= j:
+                        continue
+                    if (i, j) in pairs:
+                        self.pair_classes.setdefault((i, j), set()).add(root)
+                    elif (root, i, j) not in self.implied:
+                        domain = join_domain([(a, b)], self.relations[i], self.relations[j])
+                        self.implied[(root, i, j)] = (a, b, domain)
+                        self.neighbours[i] |= 1 << j
+                        self.neighbours[j] |= 1 << i
+
+    def implied_conjuncts(self, tree) -> list[Expr]:
+        """The implied equalities the tree joins by: one for each join whose new relation
+        has no written equality with the relations before it."""
+        found: list[Expr] = []
+        self._implied_used(tree, found)
+        return found
+
+    def without_redundant(self, tree, conjuncts: list[Expr]) -> list[Expr]:
+        """``conjuncts`` less the equalities a join's other keys already imply: joining
+        supplier to (customer ⋈ nation) on ``s_nationkey = c_nationkey`` needs no
+        ``s_nationkey = n_nationkey`` once ``c_nationkey = n_nationkey`` holds below. A
+        redundant key costs hashing and, combined with the others, makes the join's key
+        domain look far larger than it is."""
+        linked: dict[tuple[int, int], int] = {}  # (class, relation) -> linked to
+
+        def find(root: int, x: int) -> int:
+            while linked.setdefault((root, x), x) != x:
+                x = linked[(root, x)]
+            return x
+
+        order = {id(c): n for n, c in enumerate(conjuncts)}
+        dropped: set[int] = set()
+        for left, right in self._joins(tree):
+            crossing = []  # (class, relation, relation, conjunct)
+            for conjunct in conjuncts:
+                root = self._equality_class(conjunct)
+                if root is None:
+                    continue
+                i, j = sorted(self.owner[x.id] for x in conjunct.args)
+                if (left >> i & 1 and right >> j & 1) or (left >> j & 1 and right >> i & 1):
+                    crossing.append((root, i, j, conjunct))
+            # keep first the keys of the pair of tables joined by the most of them: a
+            # composite foreign key to one table's key (lineitem's (l_partkey, l_suppkey) to
+            # partsupp, not to part and supplier) is a unique build key and estimates right
+            per_pair: dict[tuple[int, int], int] = {}
+            for _, i, j, _ in crossing:
+                per_pair[(i, j)] = per_pair.get((i, j), 0) + 1
+            crossing.sort(key=lambda e: -per_pair[(e[1], e[2])])
+            for root, i, j, conjunct in crossing:
+                a, b = find(root, i), find(root, j)
+                if a == b:
+                    dropped.add(order[id(conjunct)])
+                else:
+                    linked[(root, a)] = b
+        return [c for n, c in enumerate(conjuncts) if n not in dropped]
+
+    def _equality_class(self, conjunct: Expr) -> int | None:
+        """The class of equal columns ``conjunct`` (a plain ``a = b``) links, or None."""
+        if not (isinstance(conjunct, Call) and conjunct.func == "eq"):
+            return None
+        a, b = conjunct.args
+        if not (isinstance(a, Column) and isinstance(b, Column) and a.type == b.type):
+            return None
+        root = self.class_of.get(a.id)
+        if root is None or root != self.class_of.get(b.id) or \
+                self.owner.get(a.id) is None or self.owner.get(b.id) is None:
+            return None
+        return root
+
+    def _joins(self, tree) -> list[tuple[int, int]]:
+        """Every join of ``tree`` as (left relations, right relations), bottom-up."""
+        if isinstance(tree, int):
+            return []
+        joins = self._joins(tree[0]) + self._joins(tree[1])
+        return joins + [(self._relations(tree[0]), self._relations(tree[1]))]
+
+    def _relations(self, tree) -> int:
+        if isinstance(tree, int):
+            return 1 << tree
+        return self._relations(tree[0]) | self._relations(tree[1])
+
+    def _implied_used(self, tree, found: list[Expr]) -> int:
+        if isinstance(tree, int):
+            return 1 << tree
+        left, right = (self._implied_used(t, found) for t in tree)
+        if not any((min(i, j), max(i, j)) in self.denominators
+                   for i in _bits(left) for j in _bits(right)):
+            edges = [(domain, a, b) for (_, i, j), (a, b, domain) in self.implied.items()
+                     if (left >> i & 1 and right >> j & 1) or (left >> j & 1 and right >> i & 1)]
+            _, a, b = min(edges, key=lambda e: e[0])
+            found.append(Call("eq", (a, b), _bool()))
+        return left | right
 
     def set_rows(self, subset: int) -> float:
+        """Rows of joining ``subset``: every written equality divides by its domain; an
+        implied one only where its two relations are not yet joined through the same class
+        of equal columns (a chain c = s = n filters once per link, not once per pair)."""
+        cached = self._rows_cache.get(subset)
+        if cached is not None:
+            return cached
         rows = 1.0
         for i, r in enumerate(self.rows):
             if subset >> i & 1:
                 rows *= r
+        linked: dict[int, dict[int, int]] = {}  # class -> relation -> its component
+
+        def find(root: int, x: int) -> int:
+            component = linked.setdefault(root, {})
+            while component.setdefault(x, x) != x:
+                x = component[x]
+            return x
+
         for (i, j), ndv in self.denominators.items():
             if subset >> i & 1 and subset >> j & 1:
                 rows /= ndv
-        return max(rows, 1.0)
+                for root in self.pair_classes.get((i, j), ()):
+                    linked[root][find(root, i)] = find(root, j)
+        implied = sorted((domain, root, i, j) for (root, i, j), (_, _, domain)
+                         in self.implied.items() if subset >> i & 1 and subset >> j & 1)
+        for domain, root, i, j in implied:
+            a, b = find(root, i), find(root, j)
+            if a != b:
+                linked[root][a] = b
+                rows /= domain
+        self._rows_cache[subset] = rows = max(rows, 1.0)
+        return rows
 
     def _connected(self, subset: int) -> bool:
         start = subset & -subset

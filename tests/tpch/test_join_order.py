@@ -57,12 +57,14 @@ def test_explain_matches_snapshot(session, number):
 
 # Q7: either filtered nation shrinks its side (customer's is the cheaper start by the
 # estimates); Q8: part filtered to 1/150 (p_type, 150 distinct values) shrinks lineitem more
-# than region = 'AMERICA' (1/5) shrinks customer
+# than region = 'AMERICA' (1/5) shrinks customer; Q9: the filtered part shrinks partsupp
+# (p_partkey = ps_partkey, implied by both equalling l_partkey), whose composite key lineitem
+# then probes
 @pytest.mark.parametrize("number, first", [(21, ["nation", "supplier"]),
                                            (7, ["nation", "customer"]),
                                            (5, ["region", "nation"]),
                                            (8, ["part", "lineitem"]),
-                                           (9, ["part", "lineitem"])])
+                                           (9, ["part", "partsupp"])])
 def test_filtered_dimension_is_joined_first(session, number, first):
     plan = session.sql(TPCH_QUERIES[number]).explain()
     assert _scans_in_join_order(plan)[:2] == first, plan
