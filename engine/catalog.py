@@ -66,6 +66,13 @@ class TableSource:
     def read(self, unit: ScanUnit, columns: list[str], batch_size: int) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
 
+    def read_stored(self, unit: ScanUnit, columns: list[str],
+                    batch_size: int) -> Iterator[pa.RecordBatch]:
+        """``read`` before the types are normalized (``normalize_batch`` with the schema's
+        fields makes them so): a scan drops the rows its dynamic filters rule out first, and
+        decodes a dictionary-encoded string column only for the rows that stay."""
+        return self.read(unit, columns, batch_size)
+
     def unit_stats(self, unit: ScanUnit, column: str) -> tuple[Any, Any, int | None] | None:
         """(min, max, null count) of ``column`` in ``unit`` when the format keeps them."""
         return None
@@ -225,6 +232,11 @@ class ParquetSource(TableSource):
                 for f, m in self._meta.items() for i in range(m.num_row_groups)]
 
     def read(self, unit, columns, batch_size):
+        target = pa.schema([self.schema.field(c) for c in columns])
+        for batch in self.read_stored(unit, columns, batch_size):
+            yield normalize_batch(batch, target)
+
+    def read_stored(self, unit, columns, batch_size):
         import pyarrow.parquet as pq
 
         try:
@@ -232,10 +244,8 @@ class ParquetSource(TableSource):
             meta = self._meta[unit.path]
             reader = pq.ParquetFile(unit.path, metadata=meta, read_dictionary=[
                 c for c in columns if c in self._small_dictionaries(unit.path)])
-            target = pa.schema([self.schema.field(c) for c in columns])
-            for batch in reader.iter_batches(batch_size=batch_size, row_groups=unit.row_groups,
-                                             columns=columns, use_threads=False):
-                yield normalize_batch(batch, target)
+            yield from reader.iter_batches(batch_size=batch_size, row_groups=unit.row_groups,
+                                           columns=columns, use_threads=False)
         except (pa.ArrowInvalid, OSError) as e:
             raise PlanError(f"cannot read Parquet file {unit.path!r}: {e}") from e
 
@@ -750,9 +760,12 @@ def normalize_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 def _normalized(column: pa.Array, to: pa.DataType) -> pa.Array:
     if pa.types.is_dictionary(column.type):
-        column = column.dictionary.take(column.indices)  # faster than a cast to the values
-        if column.type == to:
-            return column
+        # the (small) dictionary cast first, string views to strings, then one take: faster
+        # than a cast of the column, and than casting the taken values
+        dictionary = column.dictionary
+        if dictionary.type != to:
+            dictionary = dictionary.cast(to)
+        return dictionary.take(column.indices)
     return column.cast(to)
 
 

@@ -26,7 +26,7 @@ import itertools
 
 import pyarrow as pa
 
-from plansight.engine.catalog import ScanUnit, TableSource
+from plansight.engine.catalog import ScanUnit, TableSource, normalize_batch
 from plansight.engine.logical.expr import Column, SortKey, sql_value
 from plansight.engine.physical.plan import ExecutionPlan, Ordering, Partitioning
 
@@ -205,10 +205,19 @@ class DataSourceExec(ExecutionPlan):
                 metrics.add("units_pruned_dynamic")
                 continue
             metrics.add("units_read")
-            reader = self.source.read(unit, self.columns, batch_rows)
+            reader = self.source.read_stored(unit, self.columns, batch_rows)
             for batch in reader:
                 if dynamic:
-                    batch = self._apply_dynamic(batch, dynamic, metrics, ctx, passed)
+                    # filters on columns stored as the plan's type run before the others
+                    # are decoded (a dictionary's strings only for the rows that stay)
+                    stored = [(i, f) for i, f in dynamic
+                              if batch.schema.types[i] == self.schema.types[i]] \
+                        if _filterable_as_stored(batch.schema, self.schema) else []
+                    batch = self._apply_dynamic(batch, stored, metrics, ctx, passed)
+                    batch = normalize_batch(batch, self.schema)
+                    if len(stored) < len(dynamic):
+                        decoded = [(i, f) for i, f in dynamic if (i, f) not in stored]
+                        batch = self._apply_dynamic(batch, decoded, metrics, ctx, passed)
                     if batch.num_rows == 0:
                         if not self._unit_may_match(unit, dynamic, ctx):
                             # a filter tightened while the unit was read: leave the rest
@@ -221,11 +230,18 @@ class DataSourceExec(ExecutionPlan):
                         return
                     batch = batch.slice(0, remaining)
                     remaining -= batch.num_rows
+                batch = normalize_batch(batch, self.schema)  # a no-op when filtered above
                 metrics.add("rows_read", batch.num_rows)  # after dynamic filtering
                 # sources name columns as stored; the plan names them name#id
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
             if remaining is not None and remaining <= 0:
                 return
+
+
+def _filterable_as_stored(stored: pa.Schema, plan: pa.Schema) -> bool:
+    """Whether a batch can be filtered before its types are normalized: every column stored
+    differently is dictionary-encoded (Arrow filters string views only after the cast)."""
+    return all(s == p or pa.types.is_dictionary(s) for s, p in zip(stored.types, plan.types))
 
 
 _SYMBOLS = {"eq": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
