@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +97,8 @@ class TaskContext:
     _failure_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     #: a distributed task's shuffle (engine/distributed/shuffle.ShuffleContext), else None
     shuffle: Any = None
+    #: called by cleanup(): what operators keep for the whole run (shared results)
+    _cleanups: list = field(default_factory=list, repr=False)
 
     @property
     def batch_size(self) -> int:
@@ -141,7 +144,14 @@ class TaskContext:
             self._spill_dir = Path(tempfile.mkdtemp(prefix="plansight-spill-", dir=base))
         return self._spill_dir
 
+    def on_cleanup(self, callback: Callable[[], None]) -> None:
+        """Have ``callback`` run when the query ends (cleanup()), however it ends."""
+        self._cleanups.append(callback)
+
     def cleanup(self) -> None:
+        callbacks, self._cleanups = self._cleanups, []
+        for callback in callbacks:
+            callback()
         if self._spill_dir is not None:
             shutil.rmtree(self._spill_dir, ignore_errors=True)
             self._spill_dir = None

@@ -27,6 +27,7 @@ from plansight.engine.logical.expr import (
     next_id,
     split_conjunction,
 )
+from plansight.engine.logical.fingerprint import repeated_aggregates
 from plansight.engine.optimizer.push_down_filters import pruning_hint, split_join_keys
 from plansight.engine.physical.aggregates.aggregate import AggregateExec
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
@@ -44,6 +45,7 @@ from plansight.engine.physical.plan import (
 from plansight.engine.physical.projection import ProjectionExec
 from plansight.engine.physical.recursive_query import RecursiveQueryExec
 from plansight.engine.physical.scan import DataSourceExec
+from plansight.engine.physical.shared import SharedExec, SharedResult
 from plansight.engine.physical.sorts.sort import SortExec
 from plansight.engine.physical.sorts.sort_preserving_merge import SortPreservingMergeExec
 from plansight.engine.physical.union import UnionExec
@@ -65,18 +67,40 @@ def schema_of(columns) -> pa.Schema:
 class PhysicalPlanner:
     def __init__(self, config: SessionConfig):
         self.config = config
+        self._repeated: dict[int, tuple] | None = None  # set from the root: see plan()
+        # fingerprint -> (result, the first copy's plan, the first copy's columns)
+        self._shared: dict[tuple, tuple[SharedResult, ExecutionPlan, tuple]] = {}
 
     def plan(self, node: lp.LogicalPlan) -> ExecutionPlan:
         """``node`` lowered to operators, each carrying its estimated output rows: the
         operator for ``node`` the node's estimate, helpers the planner put between it and
         its inputs (key projections, local sorts) their inputs' unless set."""
+        if self._repeated is None:  # the root: aggregates computed twice are run once
+            self._repeated = repeated_aggregates(node)
         method = getattr(self, f"_plan_{type(node).__name__.lower()}", None)
         if method is None:
             raise InternalError(f"no physical plan for {type(node).__name__}")
-        op = method(node)
+        key = self._repeated.get(id(node))
+        op = self._plan_shared(node, key, method) if key is not None else method(node)
         if op.row_estimate is None:
             op.row_estimate = estimate_rows(node)
         return fill_row_estimates(op)
+
+    def _plan_shared(self, node: lp.LogicalPlan, key: tuple, method) -> ExecutionPlan:
+        """A copy of a repeated subplan: the first is planned, the others replay it."""
+        found = self._shared.get(key)
+        if found is None:
+            first = method(node)
+            if first.schema.names != [c.field_name for c in node.columns]:
+                self._repeated = {k: v for k, v in self._repeated.items() if v != key}
+                return first  # not the node's own columns: the copies are planned apart
+            first.row_estimate = estimate_rows(node)
+            result = SharedResult(sum(1 for k in self._repeated.values() if k == key))
+            self._shared[key] = (result, fill_row_estimates(first), node.columns)
+            return SharedExec(self._shared[key][1], result)
+        result, first, columns = found
+        renamed = {a.id: b for a, b in zip(columns, node.columns)}
+        return SharedExec(first, result, schema_of(node.columns), renamed)
 
     def _plan_recursivecte(self, node: lp.RecursiveCTE) -> ExecutionPlan:
         anchor = self.plan(node.anchor)

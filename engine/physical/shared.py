@@ -1,0 +1,145 @@
+"""SharedExec: one subplan that several places of a plan read, run once per partition.
+
+    Aggregate (revenue0) ──▶ SharedExec ──▶ join with supplier        (reader 1)
+         (runs once)         │  batches kept per partition
+                             └─▶ SharedExec ──▶ max(total_revenue)    (reader 2: replays)
+
+A CTE named twice is bound twice; the physical planner finds the copies by their
+fingerprint (logical/fingerprint.py) and plans them as SharedExecs over one result. The
+first reader of a partition runs the subplan's partition and keeps its batches (reserved in
+the memory pool: they cannot spill); every reader replays them, under its own column names.
+The batches are released when the last reader has them, or when the query ends (a reader
+that never runs, such as the probe side of a join whose build is empty).
+
+Only aggregates are shared: their output is usually small next to what they read, and it
+is complete before the first row comes out anyway, so keeping it costs little and waits
+for nothing. Dynamic filters stop here (a filter one reader's join derives must not shrink
+what the others see), and so do order requirements: a reader gets the rows in the order
+the subplan made them.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import pyarrow as pa
+
+from plansight.engine.errors import ExecutionError
+from plansight.engine.logical.expr import Column, Expr, transform
+from plansight.engine.physical.plan import ExecutionPlan, Partitioning
+
+
+class SharedResult:
+    """The batches of each partition of one subplan, for one run (query execution) at a
+    time, and how many readers have not read them yet."""
+
+    def __init__(self, readers: int):
+        self.readers = readers
+        self._lock = threading.Lock()
+        self._runs: dict[int, tuple[weakref.ref, dict[int, _Partition]]] = {}
+
+    def partition(self, ctx, partition: int) -> _Partition:
+        key = id(ctx)
+        with self._lock:
+            run = self._runs.get(key)
+            if run is None or run[0]() is not ctx:  # a new run (an id may be reused)
+                run = self._runs[key] = (weakref.ref(ctx), {})
+                ctx.on_cleanup(lambda: self._end_run(key))
+            entry = run[1].get(partition)
+            if entry is None:
+                entry = run[1][partition] = _Partition(self.readers)
+            return entry
+
+    def _end_run(self, key: int) -> None:
+        with self._lock:
+            run = self._runs.pop(key, None)
+        for entry in (run[1].values() if run else ()):
+            entry.release()
+
+
+class _Partition:
+    def __init__(self, readers: int):
+        self.lock = threading.Lock()  # held while the first reader runs the subplan
+        self.batches: list[pa.RecordBatch] | None = None
+        self.failed = False
+        self.unread = readers
+        self.reservation = None
+
+    def release(self) -> None:
+        self.batches = None
+        if self.reservation is not None:
+            self.reservation.free()
+            self.reservation = None
+
+
+class SharedExec(ExecutionPlan):
+    name = "SharedExec"
+    RUNTIME_STATE = {"result": lambda: SharedResult(1)}  # shipped apart: each runs its own
+
+    def __init__(self, input: ExecutionPlan, result: SharedResult, schema: pa.Schema | None = None,
+                 renamed: dict[int, Column] | None = None):
+        """``schema``/``renamed``: this reader's output names and its columns by the input's
+        column ids (None: the input's own)."""
+        super().__init__(schema if schema is not None else input.schema)
+        self.input, self.result, self.renamed = input, result, renamed
+
+    def children(self):
+        return [self.input]
+
+    def with_new_children(self, children):
+        return SharedExec(children[0], self.result, self.schema, self.renamed)
+
+    def output_partitioning(self):
+        partitioning = self.input.output_partitioning()
+        if self.renamed is None or partitioning.hash_exprs is None:
+            return partitioning
+        exprs = tuple(self._rename(e) for e in partitioning.hash_exprs)
+        if any(e is None for e in exprs):
+            return Partitioning(partitioning.count)
+        return Partitioning(partitioning.count, exprs)
+
+    def _rename(self, expr: Expr) -> Expr | None:
+        missing = []
+
+        def swap(e):
+            if isinstance(e, Column):
+                if e.id not in self.renamed:
+                    missing.append(e)
+                    return e
+                return self.renamed[e.id]
+            return e
+
+        renamed = transform(expr, swap)
+        return None if missing else renamed
+
+    def output_ordering(self):
+        return self.input.output_ordering() if self.renamed is None else None
+
+    def maintains_input_order(self):
+        return [False]
+
+    def display(self) -> str:
+        return f"{self.name}: readers={self.result.readers}"
+
+    def _execute(self, partition, ctx):
+        entry = self.result.partition(ctx, partition)
+        with entry.lock:
+            if entry.failed:
+                ctx.check_cancelled()
+                raise ExecutionError("a shared subplan failed in another reader")
+            if entry.batches is None:
+                entry.failed = True  # until it completes
+                reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
+                entry.reservation = reservation
+                batches = []
+                for batch in self.input.execute(partition, ctx):
+                    reservation.grow(batch.nbytes)
+                    batches.append(batch)
+                entry.batches, entry.failed = batches, False
+            batches = entry.batches
+            entry.unread -= 1
+            if entry.unread == 0:
+                entry.release()  # the last reader: ``batches`` is its own reference now
+        for batch in batches:
+            yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)

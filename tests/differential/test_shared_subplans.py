@@ -1,0 +1,108 @@
+"""Aggregates that a query computes twice (a CTE named twice, the same subquery written
+twice) run once, through SharedExec, against DuckDB: NULL group keys, empty inputs, a CTE
+joined to itself, read three times, and read by both sides of a join, at partitions
+1/2/3/8 and batch sizes 1/3/7/8192; and what is not shared (differing filters, random())."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import plansight as ps
+from plansight.engine.exec.context import TaskContext
+from plansight.engine.exec.memory_pool import MemoryPool
+from plansight.engine.physical.scan import DataSourceExec
+from plansight.engine.physical.shared import SharedExec
+from tests.differential.harness import check
+
+
+def _tables() -> dict[str, pa.Table]:
+    r = np.random.default_rng(3)
+    n = 400
+    k = [None if i % 17 == 0 else int(v) for i, v in enumerate(r.integers(0, 30, n))]
+    return {"t": pa.table({"k": pa.array(k, pa.int64()),
+                           "g": pa.array(r.integers(0, 4, n), pa.int32()),
+                           "v": pa.array(r.integers(-50, 100, n), pa.int64())}),
+            "s": pa.table({"k": pa.array(range(0, 40, 2), pa.int64()),
+                           "name": [f"s{i}" for i in range(20)]})}
+
+
+REVENUE = "WITH r AS (SELECT k, sum(v) AS total FROM t GROUP BY k) "
+QUERIES = [
+    # TPC-H Q15's shape: the top group, found through the same CTE twice
+    REVENUE + "SELECT s.name, r.k, r.total FROM s, r WHERE s.k = r.k "
+    "AND r.total = (SELECT max(total) FROM r)",
+    REVENUE + "SELECT k, total FROM r WHERE total > (SELECT avg(total) FROM r)",
+    # joined to itself (both sides of one join read it), NULL keys never match
+    REVENUE + "SELECT a.k, a.total, b.total FROM r a JOIN r b ON a.k = b.k + 1",
+    REVENUE + "SELECT a.k, b.k FROM r a LEFT JOIN r b ON a.total = b.total AND a.k < b.k",
+    # read three times
+    REVENUE + "SELECT k FROM r WHERE total > 100 UNION ALL SELECT k FROM r WHERE total < 0 "
+    "UNION ALL SELECT count(*) FROM r",
+    # empty: the filter keeps nothing
+    "WITH r AS (SELECT k, sum(v) AS total FROM t WHERE v > 1000 GROUP BY k) "
+    "SELECT (SELECT count(*) FROM r), (SELECT max(total) FROM r)",
+    # the same aggregate subquery written twice, no CTE
+    "SELECT g, v FROM t WHERE v > (SELECT avg(v) FROM t) AND v < (SELECT avg(v) FROM t) + 20",
+    # grouped by an expression and with NULL groups
+    "WITH c AS (SELECT g % 2 AS p, k, count(*) AS n FROM t GROUP BY g % 2, k) "
+    "SELECT x.p, x.k, x.n, y.n FROM c x JOIN c y ON x.k = y.k AND x.p <> y.p",
+    # two aggregates that differ (a filter): each its own
+    "SELECT (SELECT sum(v) FROM t WHERE g = 1), (SELECT sum(v) FROM t WHERE g = 2)",
+]
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 7, 8192])
+@pytest.mark.parametrize("partitions", [1, 2, 3, 8])
+@pytest.mark.parametrize("sql", QUERIES)
+def test_shared_subplans_match_duckdb(sql, partitions, batch_size):
+    check(sql, _tables(), target_partitions=partitions, batch_size=batch_size)
+
+
+def _session(partitions: int = 2) -> ps.Session:
+    session = ps.Session(target_partitions=partitions)
+    for name, table in _tables().items():
+        session.register(name, table)
+    return session
+
+
+def _shared(plan) -> list[SharedExec]:
+    return [op for _, op in plan.walk() if isinstance(op, SharedExec)]
+
+
+def test_a_cte_named_twice_scans_its_table_once():
+    query = _session().sql(QUERIES[0])
+    assert [op.result.readers for op in _shared(query.physical)] == [2, 2]
+    run = query.execute()
+    scans = {op.operator_id for _, op in run.plan.walk() if isinstance(op, DataSourceExec)
+             and op.source is not None and "k" in op.columns and "v" in op.columns}
+    read = sum(run.metrics.total(i, "output_rows") for i in scans)
+    assert read == 400  # t once, not twice
+
+
+@pytest.mark.parametrize("sql", [QUERIES[-1], "WITH r AS (SELECT k, sum(v + random()) AS x "
+                                               "FROM t GROUP BY k) SELECT (SELECT max(x) FROM r), "
+                                               "(SELECT min(x) FROM r)"])
+def test_differing_or_volatile_aggregates_are_not_shared(sql):
+    assert _shared(_session().sql(sql).physical) == []
+
+
+def _run(plan, ctx) -> int:
+    return sum(b.num_rows for p in range(plan.output_partitioning().count)
+               for b in plan.execute(p, ctx))
+
+
+def test_kept_batches_are_released_by_the_last_reader_or_at_the_end():
+    session = _session(3)
+    every_reader = session.sql(QUERIES[2])
+    ctx = TaskContext(every_reader.config, MemoryPool(None))
+    assert _run(every_reader.physical, ctx) > 0
+    assert ctx.memory_pool.reserved == 0  # both readers read every partition
+    # a reader that never runs (a branch a limit never reaches): the end of the query
+    one = _shared(every_reader.physical)[0]
+    ctx = TaskContext(every_reader.config, MemoryPool(None))
+    assert _run(one, ctx) > 0
+    assert ctx.memory_pool.reserved > 0  # kept for the other reader
+    ctx.cleanup()
+    assert ctx.memory_pool.reserved == 0
