@@ -232,9 +232,13 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                 work = work.append_column(cast_name, pc.cast(table[column], pa.float64(),
                                                              safe=False))
                 column = cast_name
-            if spec.func == "sum" and D.fits_int64(t) and pa.types.is_decimal(spec.type):
-                scaled = _scaled_int64(table[column])
-                if not _sum_may_wrap(scaled):
+            if spec.func == "sum" and pa.types.is_decimal128(t) and \
+                    pa.types.is_decimal(spec.type):
+                # DECIMAL(p <= 18) always; wider (the partial sums a final aggregate merges)
+                # when every value happens to fit int64
+                scaled = _scaled_int64(table[column]) if D.fits_int64(t) else \
+                    _scaled_int64_if_fits(table[column])
+                if scaled is not None and not _sum_may_wrap(scaled):
                     # Arrow sums decimal128 on 128-bit words; the scaled int64 sum is exact
                     # here, several times faster, and read back as a decimal below
                     column = f"__scaled_{i}"
@@ -430,6 +434,11 @@ def _scaled_int64(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
         out.append(pa.Array.from_buffers(pa.int64(), len(chunk), [validity, pa.py_buffer(ints)],
                                          null_count=chunk.null_count, offset=chunk.offset))
     return pa.chunked_array(out, pa.int64())
+
+
+def _scaled_int64_if_fits(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | None:
+    """A decimal128 column's unscaled values as int64 when every non-NULL one fits."""
+    return _scaled_int64(column) if D.values_fit_int64(column) else None
 
 
 def _sum_may_wrap(column) -> bool:

@@ -86,6 +86,9 @@ def _compiled(spec, column, ids: np.ndarray, groups: int) -> pa.Array | None:
         return pa.array(counts, pa.int64())
     t = column.type
     kind = _value_kind(t)
+    if kind is None and func == "sum" and pa.types.is_decimal128(t) and \
+            D.values_fit_int64(column):
+        kind = "decimal"  # a wide decimal whose values fit: summed exactly on int64
     if kind is None or (kind == "temporal" and func not in ("min", "max")):
         return None
     if func in ("min", "max"):

@@ -35,6 +35,25 @@ def unscaled(values: pa.Array) -> np.ndarray:
     return words[2 * values.offset:2 * (values.offset + len(values)):2]
 
 
+def values_fit_int64(values: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether every non-NULL value of a decimal128 array, whatever its precision, fits int64
+    unscaled (its high word is the sign of its low word): the partial sums a final aggregate
+    merges are typed DECIMAL(38, s) but rarely need more than 18 digits."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    for chunk in chunks:
+        if len(chunk) == 0:
+            continue
+        words = np.frombuffer(chunk.buffers()[1], dtype=np.int64)
+        low = words[2 * chunk.offset:2 * (chunk.offset + len(chunk)):2]
+        high = words[2 * chunk.offset + 1:2 * (chunk.offset + len(chunk)):2]
+        differs = high != (low >> 63)
+        if chunk.null_count:
+            differs &= np.asarray(chunk.is_valid(), dtype=bool)
+        if differs.any():
+            return False
+    return True
+
+
 def from_unscaled(ints: np.ndarray, valid: np.ndarray | None, to: pa.DataType) -> pa.Array:
     """A decimal128 array of type ``to`` whose unscaled values are ``ints``."""
     words = to_words(np.asarray(ints, dtype=np.int64))
