@@ -71,24 +71,24 @@ EXPECTED = {
 7 ShuffleWriterExec: stage=6, partitioning=Hash([n_name], 4)
 12 HashJoinExec: mode=CollectLeft
 13 CoalescePartitionsExec
-14 ShuffleReaderExec: stage=5, passthrough, partitions=4
-15 ShuffleWriterExec: stage=5, partitioning=passthrough
-17 HashJoinExec: mode=CollectLeft
-18 CoalescePartitionsExec
-19 ShuffleReaderExec: stage=4, passthrough, partitions=4
-20 ShuffleWriterExec: stage=4, partitioning=passthrough
-22 HashJoinExec: mode=CollectLeft
-23 CoalescePartitionsExec
-24 ShuffleReaderExec: stage=3, passthrough, partitions=4
-25 ShuffleWriterExec: stage=3, partitioning=passthrough
-27 HashJoinExec: mode=CollectLeft
-28 CoalescePartitionsExec
-29 ShuffleReaderExec: stage=2, passthrough, partitions=4
-30 ShuffleWriterExec: stage=2, partitioning=passthrough
-32 HashJoinExec: mode=CollectLeft
-33 CoalescePartitionsExec
-34 ShuffleReaderExec: stage=1, passthrough, partitions=4
-35 ShuffleWriterExec: stage=1, partitioning=passthrough
+14 ShuffleReaderExec: stage=1, passthrough, partitions=4
+15 ShuffleWriterExec: stage=1, partitioning=passthrough
+14 HashJoinExec: mode=CollectLeft
+15 CoalescePartitionsExec
+16 ShuffleReaderExec: stage=5, passthrough, partitions=4
+17 ShuffleWriterExec: stage=5, partitioning=passthrough
+19 HashJoinExec: mode=CollectLeft
+20 CoalescePartitionsExec
+21 ShuffleReaderExec: stage=4, passthrough, partitions=4
+22 ShuffleWriterExec: stage=4, partitioning=passthrough
+24 HashJoinExec: mode=CollectLeft
+25 CoalescePartitionsExec
+26 ShuffleReaderExec: stage=3, passthrough, partitions=4
+27 ShuffleWriterExec: stage=3, partitioning=passthrough
+29 HashJoinExec: mode=CollectLeft
+30 CoalescePartitionsExec
+31 ShuffleReaderExec: stage=2, passthrough, partitions=4
+32 ShuffleWriterExec: stage=2, partitioning=passthrough
 """,
     9: """
 0 SortPreservingMergeExec
@@ -104,18 +104,18 @@ EXPECTED = {
 15 CoalescePartitionsExec
 16 ShuffleReaderExec: stage=2, passthrough, partitions=4
 17 ShuffleWriterExec: stage=2, partitioning=passthrough
-16 HashJoinExec: mode=CollectLeft
-17 CoalescePartitionsExec
-18 ShuffleReaderExec: stage=3, passthrough, partitions=4
-19 ShuffleWriterExec: stage=3, partitioning=passthrough
-18 HashJoinExec: mode=CollectLeft
-19 CoalescePartitionsExec
-20 ShuffleReaderExec: stage=4, passthrough, partitions=4
-21 ShuffleWriterExec: stage=4, partitioning=passthrough
-19 HashJoinExec: mode=CollectLeft
-20 CoalescePartitionsExec
-21 ShuffleReaderExec: stage=5, passthrough, partitions=4
-22 ShuffleWriterExec: stage=5, partitioning=passthrough
+17 HashJoinExec: mode=CollectLeft
+18 CoalescePartitionsExec
+19 ShuffleReaderExec: stage=5, passthrough, partitions=4
+20 ShuffleWriterExec: stage=5, partitioning=passthrough
+22 HashJoinExec: mode=CollectLeft
+23 CoalescePartitionsExec
+24 ShuffleReaderExec: stage=3, passthrough, partitions=4
+25 ShuffleWriterExec: stage=3, partitioning=passthrough
+24 HashJoinExec: mode=CollectLeft
+25 CoalescePartitionsExec
+26 ShuffleReaderExec: stage=4, passthrough, partitions=4
+27 ShuffleWriterExec: stage=4, partitioning=passthrough
 """,
 }
 
