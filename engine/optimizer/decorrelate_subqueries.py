@@ -39,6 +39,7 @@ from plansight.engine.logical.expr import (
     transform,
     walk,
 )
+from plansight.engine.optimizer.dependent_join import domain_of, push_down, referenced_ids
 from plansight.engine.optimizer.fold_constants import fold
 from plansight.engine.optimizer.rewrite import fresh_copy, produced_ids
 
@@ -268,6 +269,12 @@ def _always_one_row(plan: lp.LogicalPlan) -> bool:
 
 
 def _semi_anti_join(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
+    joined = _general(_semi_anti_join_direct, outer, sub)
+    return joined if joined.columns == outer.columns else \
+        lp.Projection(joined, outer.columns, outer.columns)
+
+
+def _semi_anti_join_direct(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.LogicalPlan:
     outer, sub = _with_plain_needle(outer, sub)
     if sub.kind == "in" and sub.negated and not columns_of(sub.needle):
         # NOT IN with a constant operand has no join key: filter on its three-valued mark
@@ -317,40 +324,8 @@ def _replace_subqueries(plan: lp.LogicalPlan, exprs: list[Expr]):
     for sub in found.values():
         if sub.kind != "scalar":
             plan, mapping[sub.plan_key] = _mark_subquery(plan, sub)
-            continue
-        inner = decorrelate_subqueries(sub.plan)
-        outer_ids = produced_ids(plan)
-        value = inner.columns[0]
-        grouped: list[lp.Aggregate] = []
-        try:
-            inner, correlated = _pull_correlated(inner, outer_ids, [value], for_exists=False,
-                                                 grouped=grouped, outer=plan)
-        except NotSupportedError:
-            general = _dependent_aggregate(plan, inner, outer_ids)
-            if general is None:
-                raise
-            plan, mapping[sub.plan_key] = general
-            continue
-        if not grouped:
-            inner, value, correlated = _at_most_one_row(inner, value, correlated)
-        empty = _empty_group_value(inner, value, grouped) if grouped else None
-        if correlated and empty is not None:
-            # rows without a correlated match get the subquery's value over an empty group
-            # (COUNT = 0, coalesce(sum(x), 0) = 0, ...), not the left join's NULL
-
-            marker = Column(next_id(), "__matched", pa.bool_())
-            inner = lp.Projection(inner, inner.columns + (Literal(True, pa.bool_()),),
-                                  inner.columns + (marker,))
-            plan = lp.Join(plan, inner, "left", (), conjunction(correlated))
-            unmatched = resolve_operator("is_null", [marker], {})
-            mapping[sub.plan_key] = bind_case([unmatched], [empty], value)
-            continue
-        if correlated:
-            plan = lp.Join(plan, inner, "left", (), conjunction(correlated))
         else:
-            # uncorrelated: one value for every row (at most one row: _at_most_one_row)
-            plan = lp.Join(plan, inner, "left", (), None)
-        mapping[sub.plan_key] = value
+            plan, mapping[sub.plan_key] = _general(_join_scalar, plan, sub)
 
     def swap(e: Expr) -> Expr:  # top-down: an IN operand's subquery went with its IN
         if isinstance(e, SubqueryExpr):
@@ -359,6 +334,78 @@ def _replace_subqueries(plan: lp.LogicalPlan, exprs: list[Expr]):
         new = tuple(swap(c) for c in children)
         return e.with_children(new) if any(a is not b for a, b in zip(new, children)) else e
     return plan, [swap(e) for e in exprs]
+
+
+def _general(direct, plan: lp.LogicalPlan, sub: SubqueryExpr):
+    """``direct(plan, sub)``; where that cannot decorrelate ``sub`` (NotSupportedError), the
+    same after the dependent join is pushed down into ``sub`` (``_through_domain``)."""
+    try:
+        if not produced_ids(sub.plan) & produced_ids(plan):
+            return direct(plan, sub)
+        # the subquery passes an outer column through as its own (SELECT o.x): the direct
+        # paths would join two definitions of one id
+        raise NotSupportedError("a subquery selecting an outer column")
+    except NotSupportedError:
+        general = _through_domain(plan, sub)
+        if general is None:
+            raise
+    return direct(*general)
+
+
+def _through_domain(plan: lp.LogicalPlan, sub: SubqueryExpr):
+    """(plan with D's key, ``sub`` correlated by that key alone): D = DISTINCT the outer
+    columns ``sub`` reads anywhere, the subquery pushed down to run for every row of D
+    (engine/optimizer/dependent_join.py); each outer row finds its D row by a null-equal
+    join on the values. None when ``sub`` reads no column of ``plan``'s output."""
+    produced = produced_ids(plan)
+    reads = referenced_ids(sub.plan) & produced
+    outer = [c for c in plan.columns if c.id in reads]
+    if not outer or len(outer) < len(reads):
+        return None
+    domain = domain_of(_distinct_source(plan), outer)
+    pushed, mapping, key = push_down(sub.plan, domain)
+    keyed = lp.Join(plan, domain.plan, "left", (), conjunction(
+        [Call("eq", (o, v), pa.bool_()) for o, v in zip(domain.outer, domain.values)]),
+        null_equal=True)
+    correlated = lp.Filter(pushed, Call("eq", (key, domain.key), pa.bool_()))
+    body = lp.Projection(correlated, tuple(mapping.get(c.id, c) for c in sub.plan.columns),
+                         tuple(Column(next_id(), c.name, c.type) for c in sub.plan.columns))
+    return keyed, replace(sub, plan=body)
+
+
+def _join_scalar(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalPlan, Expr]:
+    """Left-join the scalar subquery ``sub`` to ``plan``; return (plan, its value)."""
+    inner = decorrelate_subqueries(sub.plan)
+    outer_ids = produced_ids(plan)
+    value = inner.columns[0]
+    grouped: list[lp.Aggregate] = []
+    try:
+        inner, correlated = _pull_correlated(inner, outer_ids, [value], for_exists=False,
+                                             grouped=grouped, outer=plan)
+    except NotSupportedError:
+        general = _dependent_aggregate(plan, inner, outer_ids)
+        if general is None:
+            raise
+        return general
+    if not grouped:
+        inner, value, correlated = _at_most_one_row(inner, value, correlated)
+    empty = _empty_group_value(inner, value, grouped) if grouped else None
+    if correlated and empty is not None:
+        # rows without a correlated match get the subquery's value over an empty group
+        # (COUNT = 0, coalesce(sum(x), 0) = 0, ...), not the left join's NULL
+
+        marker = Column(next_id(), "__matched", pa.bool_())
+        inner = lp.Projection(inner, inner.columns + (Literal(True, pa.bool_()),),
+                              inner.columns + (marker,))
+        plan = lp.Join(plan, inner, "left", (), conjunction(correlated))
+        unmatched = resolve_operator("is_null", [marker], {})
+        return plan, bind_case([unmatched], [empty], value)
+    if correlated:
+        plan = lp.Join(plan, inner, "left", (), conjunction(correlated))
+    else:
+        # uncorrelated: one value for every row (at most one row: _at_most_one_row)
+        plan = lp.Join(plan, inner, "left", (), None)
+    return plan, value
 
 
 def _dependent_aggregate(plan: lp.LogicalPlan, inner: lp.LogicalPlan, outer_ids: set[int]
@@ -489,6 +536,11 @@ def _at_most_one_row(inner: lp.LogicalPlan, value: Column, correlated: list[Expr
 
 
 def _mark_subquery(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.LogicalPlan, Expr]:
+    return _general(_mark_subquery_direct, plan, sub)
+
+
+def _mark_subquery_direct(plan: lp.LogicalPlan, sub: SubqueryExpr
+                          ) -> tuple[lp.LogicalPlan, Expr]:
     """EXISTS / IN as a value (in the SELECT list, under OR, CASE, ...): left joins that
     cannot add rows, and a three-valued result.
 

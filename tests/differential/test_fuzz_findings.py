@@ -13,7 +13,6 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from plansight.errors import NotSupportedError
 from tests.differential.harness import (
     assert_same,
     has_top_level_order_by,
@@ -122,23 +121,49 @@ CASES = {
     "nested-limit-under-limit":
         "SELECT o.id, (SELECT m.v FROM d m WHERE m.v = o.v AND (SELECT i.id FROM d i "
         "WHERE i.id > m.id ORDER BY i.id LIMIT 1) IS NULL ORDER BY m.id LIMIT 1) FROM d o",
+    # outer references the direct paths cannot pull out: the dependent join pushed down
+    # (engine/optimizer/dependent_join.py), D = DISTINCT the outer columns read
+    "one-predicate-reading-two-outer-levels":
+        "SELECT o.id, (SELECT max(m.id) FROM d m WHERE m.dt = o.dt AND m.v > "
+        "(SELECT min(i.v) FROM d i WHERE i.id < m.id OR i.v > o.v)) FROM d o",
+    "limit-correlated-by-is-distinct-from":
+        "SELECT id, (SELECT i.v FROM d AS i WHERE i.v IS DISTINCT FROM o.v ORDER BY i.id "
+        "LIMIT 1) FROM d AS o",
+    "limit-correlated-under-or-with-offset":
+        "SELECT id, (SELECT i.v FROM d i WHERE i.id > o.id OR o.v IS NULL ORDER BY i.id "
+        "LIMIT 1 OFFSET 1) FROM d o",
+    "count-correlated-by-is-not-distinct-from":
+        "SELECT id, (SELECT count(*) FROM d i WHERE i.v IS NOT DISTINCT FROM o.v) FROM d o",
+    "outer-reference-in-in-select-list":
+        "SELECT id FROM d o WHERE o.v IN (SELECT i.v + o.id FROM d i)",
+    "outer-reference-in-in-select-list-value":
+        "SELECT id, o.v IN (SELECT i.v + o.id FROM d i) FROM d o",
+    "not-in-selecting-an-outer-column":
+        "SELECT id FROM d o WHERE o.v NOT IN (SELECT o.id FROM d i WHERE i.id > 1)",
+    "not-in-selecting-an-outer-column-value":
+        "SELECT id, o.v NOT IN (SELECT o.id FROM d i WHERE i.id > 1) FROM d o",
+    "scalar-selecting-an-outer-column":
+        "SELECT id, (SELECT o.v FROM d i WHERE i.id = 1) FROM d o",
+    "exists-grouped-by-an-outer-column":
+        "SELECT id, EXISTS (SELECT o.v FROM d i GROUP BY o.v HAVING count(*) > o.id) FROM d o",
+    "outer-reference-in-a-full-join-condition":
+        "SELECT id, (SELECT sum(i.v + o.v) FROM d i FULL JOIN d j ON i.id = j.v + o.id) "
+        "FROM d o",
+    "outer-reference-in-a-left-join-condition":
+        "SELECT id FROM d o WHERE EXISTS (SELECT 1 FROM d i LEFT JOIN d j ON j.id = o.id "
+        "AND i.id = j.id WHERE i.v IS DISTINCT FROM o.v)",
+    "outer-reference-in-a-union-branch":
+        "SELECT id, (SELECT count(*) FROM (SELECT i.id FROM d i WHERE i.v > o.v UNION ALL "
+        "SELECT o.id) x) FROM d o",
+    "outer-reference-in-intersect":
+        "SELECT id, (SELECT max(x) FROM (SELECT i.id x FROM d i WHERE i.v > o.v INTERSECT "
+        "SELECT o.id) q) FROM d o",
+    "outer-reference-over-a-window":
+        "SELECT id, (SELECT max(x) FROM (SELECT lag(i.v) OVER (ORDER BY i.id) + o.id AS x "
+        "FROM d i) q) FROM d o",
+    "outer-reference-over-empty":
+        "SELECT id, (SELECT count(*) + max(i.v + o.v) FROM e i) FROM d o",
 }
-
-
-@pytest.mark.xfail(raises=NotSupportedError, strict=True)
-def test_one_predicate_reading_two_outer_levels_is_a_known_gap():
-    sql = ("SELECT o.id, (SELECT max(m.id) FROM d m WHERE m.dt = o.dt AND m.v > "
-           "(SELECT min(i.v) FROM d i WHERE i.id < m.id OR i.v > o.v)) FROM d o")
-    run_plansight(sql, TABLES, target_partitions=2)
-
-
-@pytest.mark.xfail(raises=NotSupportedError, strict=True)
-def test_limit_correlated_by_a_null_tolerant_predicate_is_a_known_gap():
-    """The join back on the distinct outer values is a plain equality: exact only for
-    predicates that are NULL on a NULL outer column."""
-    sql = ("SELECT id, (SELECT i.v FROM d AS i WHERE i.v IS DISTINCT FROM o.v ORDER BY i.id "
-           "LIMIT 1) FROM d AS o")
-    run_plansight(sql, TABLES, target_partitions=2)
 
 
 @pytest.mark.parametrize("partitions,batch_size", CONFIGS)
