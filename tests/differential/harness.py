@@ -332,6 +332,10 @@ def _assert_multiset(actual: list[tuple], expected: list[tuple], names, where, c
         if not _rows_equal(a, b):
             extra = _multiset_difference(actual, expected)
             missing = _multiset_difference(expected, actual)
+            if not extra and not missing:
+                # values that round to one sort key (99999999.99 and 100000003.31 at 8
+                # digits) keep each side's own order: every row still has its partner
+                return
             column = _first_difference(a, b)
             raise AssertionError(
                 f"results differ{context} (compared as multisets, row {i} after sorting), "

@@ -19,6 +19,18 @@ def test_multiset_ignores_row_order_and_column_names():
     assert_same(_t(a=[1, 2, None]), _t(b=[None, 2, 1]), ordered=False)
 
 
+def test_multiset_of_values_sharing_a_rounded_sort_key():
+    """99999999.99 and 100000003.31 both sort as 1.0000000e8 (the tolerance's rounding):
+    each side keeps its own order among them, and every row still has its partner."""
+    dec = pa.decimal128(38, 2)
+    values = [Decimal("100000003.31"), Decimal("3.32"), Decimal("99999999.99")]
+    assert_same(_t(a=pa.array(values, dec)), _t(a=pa.array(values[::-1], dec)), ordered=False)
+    assert_same(_t(a=[1e8 + 3.31, 1e8 - 0.01]), _t(a=[1e8 - 0.01, 1e8 + 3.31]), ordered=False)
+    with pytest.raises(AssertionError, match="results differ"):
+        assert_same(_t(a=pa.array(values, dec)),
+                    _t(a=pa.array(values[:2] + [Decimal("99999000.00")], dec)), ordered=False)
+
+
 def test_values_compare_across_types():
     assert_same(_t(a=pa.array([1, None], pa.int32())),
                 _t(a=pa.array([Decimal(1), None], pa.decimal128(38, 0))), ordered=False)

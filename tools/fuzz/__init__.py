@@ -92,6 +92,22 @@ def run(seed: int, queries: int | None = None, minutes: float | None = None,
     return report
 
 
+def replay(seed: int, number: int, settings_per_query: int = 2,
+           queries_per_schema: int = 25) -> tuple[str, dict, list[tuple[int, int]]]:
+    """The ``number``-th query (1-based, as the run log numbers it) of a run with ``seed``,
+    its tables and settings, drawn from the same random sequence as ``run`` without running
+    anything (checking a query draws nothing)."""
+    rng = random.Random(seed)
+    tables, generator = None, None
+    for generated in range(number):
+        if generated % queries_per_schema == 0:
+            tables = random_tables(rng)
+            generator = QueryGenerator(rng, tables)
+        case = generator.case()
+        settings = draw_settings(rng, settings_per_query)
+    return case.sql, tables, settings
+
+
 def _reduce(finding: Finding, tables: dict) -> tuple[str, dict]:
     partitions, batch_size, _ = finding.settings
     settings = [(partitions, batch_size)] if (partitions, batch_size) == (1, 8192) else \

@@ -1,11 +1,11 @@
-"""python -m tools.fuzz --seed N [--queries N | --minutes M] [--reduce]"""
+"""python -m tools.fuzz --seed N [--queries N | --minutes M] [--reduce] [--show N]"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from tools.fuzz import run
+from tools.fuzz import replay, run
 from tools.fuzz.reduce import table_literal
 
 
@@ -18,7 +18,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="reduce the first failing query of each class")
     parser.add_argument("--tables", action="store_true",
                         help="print the (reduced) tables of each class's example")
+    parser.add_argument("--show", type=int, default=None, metavar="N",
+                        help="print the N-th query of the run (as logged), its settings and "
+                             "tables, without running anything")
     args = parser.parse_args(argv)
+    if args.show is not None:
+        sql, tables, settings = replay(args.seed, args.show)
+        print(f"-- settings (partitions, batch size): {settings}\n{sql}\n"
+              f"{table_literal(tables)}")
+        return 0
     if args.queries is None and args.minutes is None:
         args.minutes = 1.0
     report = run(args.seed, queries=args.queries, minutes=args.minutes, reduce=args.reduce,
