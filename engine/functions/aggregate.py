@@ -113,6 +113,12 @@ _KERNEL = {"count": "count", "sum": "sum", "avg": "mean", "mean": "mean", "min":
            "list": "list", "array_agg": "list"}
 
 
+def _first_by_position(t: pa.DataType) -> bool:
+    """first / any_value of types Arrow's hash_first_last has no kernel for: decimals and
+    nested values (the value of a nested GROUP BY key, optimizer/encode_nested_keys.py)."""
+    return pa.types.is_decimal(t) or pa.types.is_nested(t)
+
+
 def _kernel_options(spec: AggregateSpec):
     func = spec.func
     if func in ("stddev", "stddev_samp", "variance", "var_samp"):
@@ -197,7 +203,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                                             "quantile_cont", "quantile_disc", "quantile"):
             special.append((i, spec))
         elif _KERNEL.get(spec.func) == "first" and \
-                pa.types.is_decimal(table.schema.field(spec.column).type):
+                _first_by_position(table.schema.field(spec.column).type):
             # Arrow's hash_first_last has no decimal kernel: the first non-NULL row's
             # position per group (min over positions, NULL where the value is NULL), taken
             values = table[spec.column]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from plansight.engine.errors import NotSupportedError
 from plansight.engine.kernels.hash_table import bytes_factorize, int_factorize
@@ -127,3 +128,119 @@ def _fixed_width_codes(values: pa.Array) -> tuple[np.ndarray, int]:
     offsets = np.arange(n + 1, dtype=np.int64) * width
     ids, _, first, _ = bytes_factorize(offsets, data, validity(values))
     return ids, len(first)
+
+
+# ----------------------------------------------------------------------------- canonical bytes
+
+def canonical_bytes(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One byte string per row, equal exactly for values DuckDB's nested comparison calls
+    equal: a NULL element or field equals NULL, -0.0 equals 0.0, NaN equals NaN; a NULL row
+    is NULL. Unlike ``nested_codes`` the bytes depend on the value alone, so batches,
+    partitions and the two sides of a join agree: GROUP BY, DISTINCT, joins and window
+    partitions key nested values by them (optimizer/encode_nested_keys.py).
+
+    Every element is a tag byte (0 NULL, 1 a value) and its bytes: fixed-width values their
+    little-endian bytes, strings their length (4 bytes) then their bytes, structs their fields
+    in order, lists their length then their elements. Each encoding delimits itself.
+    """
+    values = plain(values)
+    encoded = _encode(values)
+    return pc.if_else(values.is_valid(), encoded, pa.scalar(None, pa.binary())) \
+        if values.null_count else encoded
+
+
+def _tagged(values: pa.Array, payload: pa.Array) -> pa.Array:
+    """``payload`` behind a tag byte; a NULL row is the tag 0 alone."""
+    tagged = pc.binary_join_element_wise(pa.scalar(b"\x01", pa.binary()), payload,
+                                         pa.scalar(b"", pa.binary()))
+    if not values.null_count:
+        return tagged
+    return pc.if_else(values.is_valid(), tagged, pa.scalar(b"\x00", pa.binary()))
+
+
+def _encode(values: pa.Array) -> pa.Array:
+    typ = values.type
+    if pa.types.is_struct(typ):
+        fields = [_encode(plain(f)) for f in values.flatten()]
+        if not fields:
+            payload = pa.array([b""] * len(values), pa.binary())
+        else:
+            payload = pc.binary_join_element_wise(*fields, pa.scalar(b"", pa.binary()))
+        return _tagged(values, payload)
+    if (pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_map(typ)
+            or pa.types.is_fixed_size_list(typ)):
+        return _tagged(values, _list_payload(values))
+    if pa.types.is_null(typ):
+        return pa.array([b"\x00"] * len(values), pa.binary())
+    if pa.types.is_string(typ) or pa.types.is_binary(typ) or pa.types.is_large_string(typ) \
+            or pa.types.is_large_binary(typ):
+        data = values.cast(pa.binary()) if not pa.types.is_binary(typ) else values
+        lengths = pc.binary_length(data).fill_null(0).cast(pa.uint32())
+        return _tagged(values, pc.binary_join_element_wise(_fixed_bytes(lengths), data,
+                                                           pa.scalar(b"", pa.binary())))
+    if pa.types.is_floating(typ):
+        # -0.0 + 0.0 is 0.0; every NaN becomes one NaN
+        values = values.cast(pa.float64())
+        canonical = pc.if_else(pc.is_nan(values), pa.scalar(float("nan")),
+                               pc.add(values, 0.0))
+        return _tagged(values, _fixed_bytes(canonical))
+    if pa.types.is_boolean(typ):
+        return _tagged(values, _fixed_bytes(values.cast(pa.uint8())))
+    if typ == pa.month_day_nano_interval():
+        codes_typ = values  # normalized as DuckDB compares intervals (a month is 30 days)
+        raw = np.frombuffer(codes_typ.buffers()[1], dtype=np.dtype(
+            [("months", "<i4"), ("days", "<i4"), ("nanos", "<i8")]))[
+                values.offset:values.offset + len(values)]
+        day = 86_400 * 1_000_000_000
+        days = raw["days"].astype(np.int64) + np.floor_divide(raw["nanos"], day)
+        nanos = np.mod(raw["nanos"], day)
+        months = raw["months"].astype(np.int64) + np.floor_divide(days, 30)
+        rows = np.empty(len(values), dtype=[("m", "<i8"), ("d", "<i8"), ("n", "<i8")])
+        rows["m"], rows["d"], rows["n"] = months, np.mod(days, 30), nanos
+        payload = pa.FixedSizeBinaryArray.from_buffers(
+            pa.binary(24), len(values), [None, pa.py_buffer(rows.tobytes())])
+        return _tagged(values, payload.cast(pa.binary()))
+    return _tagged(values, _fixed_bytes(values))
+
+
+def _fixed_bytes(values: pa.Array) -> pa.Array:
+    """The value bytes of a fixed-width array, one binary per row (NULL rows arbitrary)."""
+    typ = values.type
+    try:
+        width = typ.byte_width
+    except ValueError:
+        width = 0
+    if width <= 0 or typ.bit_width % 8:
+        raise NotSupportedError(f"values of type {typ} cannot be compared for equality here")
+    data = values.buffers()[1].slice(values.offset * width, len(values) * width)
+    as_fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(values),
+                                                    [None, data])
+    return as_fixed.cast(pa.binary())
+
+
+def _list_payload(values: pa.Array) -> pa.Array:
+    """Each list's length (4 bytes) then its element encodings, joined per list."""
+    n = len(values)
+    if pa.types.is_fixed_size_list(values.type):
+        size = values.type.list_size
+        offsets = (np.arange(n + 1, dtype=np.int64) + values.offset) * size
+    else:
+        offsets = np.asarray(values.offsets, dtype=np.int64)
+    low, high = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
+    elements = _encode(plain(values.values.slice(low, high - low)))
+    lengths = np.diff(offsets)
+    if values.null_count:  # a NULL row's offsets may span elements: read as empty
+        lengths = np.where(validity(values), lengths, 0)
+    starts = np.concatenate([[0], np.cumsum(lengths)]) if n else np.zeros(1, np.int64)
+    picked = pc.take(elements, pa.array(_ranges(offsets[:-1] - low, lengths)))
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(starts, pa.int32()), picked),
+                            pa.scalar(b"", pa.binary()))
+    return pc.binary_join_element_wise(_fixed_bytes(pa.array(lengths.astype(np.uint32))),
+                                       joined, pa.scalar(b"", pa.binary()))
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated ``range(start, start + length)`` for each pair, vectorized."""
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)

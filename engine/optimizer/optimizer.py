@@ -5,6 +5,7 @@ from __future__ import annotations
 from plansight.engine.logical.plan import LogicalPlan
 from plansight.engine.optimizer.decorrelate_subqueries import decorrelate_subqueries
 from plansight.engine.optimizer.eliminate_cross_joins import eliminate_cross_joins
+from plansight.engine.optimizer.encode_nested_keys import encode_nested_keys
 from plansight.engine.optimizer.fold_constants import fold_constants
 from plansight.engine.optimizer.push_down_filters import push_down_filters
 from plansight.engine.optimizer.push_down_limit import push_down_limit
@@ -16,6 +17,7 @@ RULES = (
     fold_constants,          # first: later rules see literals, not 1 + 1
     unwrap_cast_in_comparison,  # on folded literals: compare columns in their own type
     decorrelate_subqueries,  # before pushdown: subqueries become joins filters can move into
+    encode_nested_keys,      # struct / list keys by their bytes (also the decorrelated joins')
     eliminate_cross_joins,   # FROM a, b, c: join in the order equalities connect them
     push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
     reorder_joins,           # with filters below the joins, so estimates see them
@@ -28,7 +30,8 @@ RULES = (
 
 
 # Rules a plan cannot run without: the physical planner has no operator for a subquery.
-REQUIRED = (decorrelate_subqueries,)
+# Nor for a struct or list key: Arrow hashes no nested values.
+REQUIRED = (decorrelate_subqueries, encode_nested_keys)
 
 
 def optimize(plan: LogicalPlan, enabled: bool = True) -> LogicalPlan:

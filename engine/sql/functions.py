@@ -24,6 +24,7 @@ from plansight.engine.functions.scalar import (
 )
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.conditional import bind_case
+from plansight.engine.functions.scalar.nested import resolve_struct
 from plansight.engine.functions.scalar.temporal_values import interval_literal, parse_interval_text
 from plansight.engine.logical.expr import Expr, Literal
 
@@ -235,6 +236,17 @@ def _generic_function(node: exp.Func, b: _Binding) -> Expr:
     return b.function(name, _generic_args(node))
 
 
+def _struct(node: exp.Struct, b: _Binding) -> Expr:
+    """``{'a': 1, 'b': x}``: a struct_pack call whose options name the fields."""
+    names, values = [], []
+    for item in node.expressions:
+        if not isinstance(item, (exp.PropertyEQ, exp.Slice)) or item.this is None:
+            raise NotSupportedError(f"struct value {node.sql()!r}: each field needs a name")
+        names.append(item.this.name)
+        values.append(b.child(item.expression))
+    return resolve_struct(names, values)
+
+
 def _not_here(message: str) -> NodeBinder:
     def refuse(node: exp.Expression, b: _Binding) -> Expr:
         raise NotSupportedError(message)
@@ -281,7 +293,8 @@ NODE_BINDERS: dict[type, NodeBinder] = {
     exp.RegexpLike: _regexp_like,
     exp.Chr: lambda node, b: b.function("chr", list(node.expressions)),
     exp.Initcap: lambda node, b: b.function("initcap", [node.this]),
-    exp.Array: _not_here("list values ([...]) are not supported yet"),
+    exp.Array: lambda node, b: b.call("list_value", [b.child(e) for e in node.expressions]),
+    exp.Struct: lambda node, b: _struct(node, b),
     exp.Anonymous: lambda node, b: b.function(str(node.this), list(node.expressions)),
     **{func: _mapped_function for func in _FUNCTIONS},
     exp.Func: _generic_function,

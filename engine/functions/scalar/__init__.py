@@ -27,6 +27,7 @@ from plansight.engine.functions.scalar import (  # noqa: F401  (modules register
     conditional,
     math,
     misc,
+    nested,
     strings,
     temporal,
 )

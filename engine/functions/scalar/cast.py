@@ -62,6 +62,12 @@ def can_cast(source: pa.DataType, target: pa.DataType) -> bool:
         return True
     if pa.types.is_binary(target) or pa.types.is_large_binary(target):
         return pa.types.is_binary(source) or pa.types.is_large_binary(source)
+    if pa.types.is_struct(source) and pa.types.is_struct(target):
+        # field by field, by name in order ({'a': 0} into STRUCT(a BIGINT))
+        return [f.name for f in source] == [f.name for f in target] and all(
+            can_cast(a.type, b.type) for a, b in zip(source, target))
+    if pa.types.is_list(source) and pa.types.is_list(target):
+        return can_cast(source.value_type, target.value_type)
     return False
 
 

@@ -19,6 +19,7 @@ from plansight.engine.functions.scalar.conditional import bind_case
 from plansight.engine.functions.scalar.registry import binder, call, expect_arity, kernel
 from plansight.engine.functions.scalar.utf8 import _parts as utf8_parts
 from plansight.engine.functions.scalar.vector import Value, broadcast, finish, from_numpy
+from plansight.engine.kernels.nested_keys import canonical_bytes
 from plansight.engine.logical.expr import Call, Expr, Literal
 
 
@@ -121,3 +122,11 @@ def single_row_value_kernel(args: list[Value], call_: Call) -> Value:
                              "a scalar subquery must return at most one row (add LIMIT 1 or "
                              "an aggregate)")
     return value
+
+
+@kernel("nested_key")
+def nested_key_kernel(args: list[Value], call_: Call) -> Value:
+    """The canonical bytes of a struct / list / map value (kernels/nested_keys.py): what
+    GROUP BY, DISTINCT, joins and comparisons key nested values by."""
+    (values,), all_scalar = broadcast(args)
+    return finish(canonical_bytes(values), all_scalar)

@@ -258,6 +258,17 @@ def supertype_pair(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
         return supertype_pair(a.value_type, b)
     if pa.types.is_dictionary(b):
         return supertype_pair(a, b.value_type)
+    if pa.types.is_list(a) and pa.types.is_list(b):
+        element = supertype_pair(a.value_type, b.value_type)
+        return pa.list_(element) if element is not None else None
+    if pa.types.is_struct(a) and pa.types.is_struct(b):
+        # field by field, by name in order (DuckDB: field order is part of the type)
+        if [f.name for f in a] != [f.name for f in b]:
+            return None
+        fields = [supertype_pair(x.type, y.type) for x, y in zip(a, b)]
+        if any(f is None for f in fields):
+            return None
+        return pa.struct([pa.field(x.name, t) for x, t in zip(a, fields)])
     if is_string(a) and is_string(b):
         return pa.large_string() if pa.large_string() in (a, b) else pa.string()
     if is_boolean(a) and is_integer(b):
