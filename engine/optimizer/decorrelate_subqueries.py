@@ -248,7 +248,9 @@ def _in_single_row_as_comparison(expr: Expr) -> Expr:
     if not (isinstance(expr, SubqueryExpr) and expr.kind == "in" and
             _always_one_row(expr.plan)):
         return expr
-    value = SubqueryExpr("scalar", expr.plan, expr.plan.columns[0].type)
+    # the same key: BETWEEN repeats its operand, and the one plan is joined once
+    value = SubqueryExpr("scalar", expr.plan, expr.plan.columns[0].type,
+                         plan_key=expr.plan_key)
     return resolve_operator("neq" if expr.negated else "eq", [expr.needle, value], {})
 
 

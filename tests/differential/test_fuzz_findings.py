@@ -161,6 +161,16 @@ CASES = {
     "outer-reference-over-a-window":
         "SELECT id, (SELECT max(x) FROM (SELECT lag(i.v) OVER (ORDER BY i.id) + o.id AS x "
         "FROM d i) q) FROM d o",
+    # x IN (a global aggregate) is x = (scalar subquery); BETWEEN repeats that operand, whose
+    # one plan was joined twice (reference plan: "column dt# not in batch")
+    "in-global-aggregate-under-between":
+        "SELECT o.id FROM d o WHERE o.dt IN (SELECT max(i.dt) FILTER (WHERE i.v > 1) FROM d i "
+        "WHERE i.dt = o.dt) "
+        "BETWEEN (o.v > 1) AND TRUE",
+    "in-global-aggregate-under-between-value":
+        "SELECT o.id, o.dt IN (SELECT max(i.dt) FILTER (WHERE i.v > 1) FROM d i WHERE "
+        "i.dt = o.dt) BETWEEN "
+        "(o.v > 1) AND TRUE FROM d o",
     "outer-reference-over-empty":
         "SELECT id, (SELECT count(*) + max(i.v + o.v) FROM e i) FROM d o",
 }
