@@ -6,6 +6,7 @@ from plansight.engine.logical.plan import LogicalPlan
 from plansight.engine.optimizer.decorrelate_subqueries import decorrelate_subqueries
 from plansight.engine.optimizer.eliminate_cross_joins import eliminate_cross_joins
 from plansight.engine.optimizer.encode_nested_keys import encode_nested_keys
+from plansight.engine.optimizer.exact_integer_avg import exact_integer_avg
 from plansight.engine.optimizer.fold_constants import fold_constants
 from plansight.engine.optimizer.push_down_filters import push_down_filters
 from plansight.engine.optimizer.push_down_limit import push_down_limit
@@ -18,6 +19,7 @@ RULES = (
     unwrap_cast_in_comparison,  # on folded literals: compare columns in their own type
     decorrelate_subqueries,  # before pushdown: subqueries become joins filters can move into
     encode_nested_keys,      # struct / list keys by their bytes (also the decorrelated joins')
+    exact_integer_avg,       # AVG of integers from an exact DECIMAL(38, 0) sum
     eliminate_cross_joins,   # FROM a, b, c: join in the order equalities connect them
     push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
     reorder_joins,           # with filters below the joins, so estimates see them
@@ -31,7 +33,8 @@ RULES = (
 
 # Rules a plan cannot run without: the physical planner has no operator for a subquery.
 # Nor for a struct or list key: Arrow hashes no nested values.
-REQUIRED = (decorrelate_subqueries, encode_nested_keys)
+# An exact integer AVG is the result, not an optimization: both plans compute it.
+REQUIRED = (decorrelate_subqueries, encode_nested_keys, exact_integer_avg)
 
 
 def optimize(plan: LogicalPlan, enabled: bool = True) -> LogicalPlan:

@@ -35,6 +35,9 @@ TABLES = {
                                   float("nan"), float("nan"), None])}),
     "e": pa.table({"id": pa.array([], pa.int64()), "dt": pa.array([], pa.date32()),
                    "v": pa.array([], pa.int64())}),
+    "g": pa.table({"k": pa.array([1, 1, 2, 2, 2, 1, 2, 1], pa.int64()),
+                   "j": pa.array([-1, -10**12, -2**62, 5, -2**62, 5, None, -2**62], pa.int64()),
+                   "i": pa.array([7, None, 2**31 - 1, 2**31 - 1, 7, -2**31, 7, 1], pa.int32())}),
 }
 
 CASES = {
@@ -171,6 +174,16 @@ CASES = {
         "SELECT o.id, o.dt IN (SELECT max(i.dt) FILTER (WHERE i.v > 1) FROM d i WHERE "
         "i.dt = o.dt) BETWEEN "
         "(o.v > 1) AND TRUE FROM d o",
+    # AVG of integers sums exactly (DuckDB: HUGEINT): the mean of BIGINT differences that
+    # cancel is 0, not a DOUBLE running sum's 85.3
+    "avg-of-cancelling-bigints":
+        "SELECT avg(a.j - b.j), avg(a.j - b.j) = 0 FROM g a CROSS JOIN g b",
+    "avg-of-bigints-grouped":
+        "SELECT a.k, avg(a.j - b.j), avg(a.j), avg(a.i), avg(DISTINCT a.i) FILTER (WHERE "
+        "a.j < 0) FROM g a CROSS JOIN g b GROUP BY a.k",
+    "avg-of-integers-over-empty": "SELECT avg(v), avg(id) FROM e",
+    "avg-of-integers-having":
+        "SELECT count(*) FROM g a CROSS JOIN g b HAVING avg(a.j - b.j) <> 0.0",
     "outer-reference-over-empty":
         "SELECT id, (SELECT count(*) + max(i.v + o.v) FROM e i) FROM d o",
 }
