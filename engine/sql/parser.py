@@ -11,6 +11,7 @@ keeps EXPLAIN as an opaque Command string).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 from typing import ClassVar
@@ -67,7 +68,21 @@ def parse(sql: str) -> list[exp.Expression]:
     Every function call remembers the name as written (``meta["written"]``): sqlglot turns
     ``unnest`` into Explode and ``string_split`` into Split, and an error must name what the
     user wrote.
+
+    The same text is parsed once: a query run again (a notebook cell, the differential
+    fuzzer's settings and reference plan) gets a copy of the remembered trees, a third of a
+    parse's time (sqlglot parsing was the fuzzer's largest single cost after running).
     """
+    return [statement.copy() for statement in _parse_once(sql)]
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_once(sql: str) -> tuple[exp.Expression, ...]:
+    """The statements of ``sql``, never handed out (callers get copies to change)."""
+    return tuple(_parse(sql))
+
+
+def _parse(sql: str) -> list[exp.Expression]:
     if not sql or not sql.strip():
         raise SqlSyntaxError("empty query: nothing to run", sql)
     try:

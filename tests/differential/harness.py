@@ -19,6 +19,7 @@ Comparison rules (what SQL leaves open is not checked):
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -100,7 +101,10 @@ def check(sql: str, tables: Mapping[str, pa.Table], **session_options: Any) -> N
 
 # ----------------------------------------------------------------------------- ORDER BY keys
 
+@functools.lru_cache(maxsize=64)
 def _top_level(sql: str) -> exp.Expression:
+    """The outermost query of ``sql`` (parsed once per text: the fuzzer asks for every
+    comparison of one query; callers only read the tree)."""
     statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None
                   and not isinstance(s, exp.Set)]
     node = statements[-1]
@@ -114,6 +118,7 @@ def has_top_level_order_by(sql: str) -> bool:
     return _top_level(sql).args.get("order") is not None
 
 
+@functools.lru_cache(maxsize=64)
 def order_key_positions(sql: str) -> tuple[list[int] | None, bool]:
     """Output positions of the top-level ORDER BY keys (None if some key is not an output
     column, which makes the comparison strictly ordered) and whether a LIMIT follows."""
