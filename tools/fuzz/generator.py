@@ -74,9 +74,11 @@ class QueryGenerator:
             if self.rng.random() < 0.2:  # no TLP for a limited query
                 return Case(self._order_limit(sql, len(signature)))
             return Case(sql, tlp)
-        if r < 0.8:
+        if r < 0.75:
             return Case(self._maybe_order_limit(self._aggregate_select(signature),
                                                 len(signature)))
+        if r < 0.8:
+            return Case(self._nested_select())
         sql, width = self._window_select()
         return Case(self._maybe_order_limit(sql, width))
 
@@ -145,6 +147,48 @@ class QueryGenerator:
             items.append(self.window(scope, alias))
         where = f" WHERE {self.expr('bool', scope, 1)}" if self.rng.random() < 0.4 else ""
         return f"SELECT {self._items(items)} FROM {name} AS {alias}{where}", len(items)
+
+    def _nested_value(self, scope: Scope) -> str:
+        """A struct or list value over columns (NULL fields and elements included)."""
+        if self.rng.random() < 0.5:
+            category = self.rng.choice(CATEGORIES)
+            items = [self.expr(category, scope, 1) for _ in range(self.rng.randint(1, 2))]
+            if self.rng.random() < 0.3:
+                items.append("NULL")
+            return f"[{', '.join(items)}]"
+        fields = [self.expr(self.rng.choice(CATEGORIES), scope, 1)
+                  for _ in range(self.rng.randint(1, 2))]
+        return "{" + ", ".join(f"'f{i}': {f}" for i, f in enumerate(fields)) + "}"
+
+    def _nested_select(self) -> str:
+        """Struct / list keys: GROUP BY, DISTINCT, count(DISTINCT), PARTITION BY, a join
+        and set operations on them."""
+        scope, from_sql = self._from(None)
+        value = self._nested_value(scope)
+        where = f" WHERE {self.expr('bool', scope, 1)}" if self.rng.random() < 0.4 else ""
+        form = self.rng.randint(0, 5)
+        if form == 0:
+            group = value if self.rng.random() < 0.7 else f"ROLLUP ({value})"
+            return f"SELECT {value} AS c0, count(*) AS c1 FROM {from_sql}{where} " \
+                   f"GROUP BY {group}"
+        if form == 1:
+            return f"SELECT DISTINCT {value} AS c0 FROM {from_sql}{where}"
+        if form == 2:
+            return f"SELECT count(DISTINCT {value}) AS c0 FROM {from_sql}{where}"
+        if form == 3:
+            return f"SELECT {value} AS c0, count(*) OVER (PARTITION BY {value}) AS c1 " \
+                   f"FROM {from_sql}{where}"
+        if form == 4:
+            op = self.rng.choice(["UNION", "UNION ALL", "INTERSECT", "EXCEPT", "EXCEPT ALL"])
+            other = f" WHERE {self.expr('bool', scope, 1)}"
+            return f"(SELECT {value} AS c0 FROM {from_sql}{where}) {op} " \
+                   f"(SELECT {value} AS c0 FROM {from_sql}{other})"
+        name = self.rng.choice(sorted(self.tables))
+        left, right = self._alias(), self._alias()
+        column = self.rng.choice(list(COLUMNS))
+        kind = self.rng.choice(["JOIN", "LEFT JOIN", "FULL JOIN"])
+        return f"SELECT {left}.id AS c0, {right}.id AS c1 FROM {name} AS {left} {kind} " \
+               f"{name} AS {right} ON [{left}.{column}] = [{right}.{column}]"
 
     def _set_operation(self, signature: list[str]) -> str:
         op = self.rng.choice(["UNION", "UNION ALL", "INTERSECT", "EXCEPT", "INTERSECT ALL",
