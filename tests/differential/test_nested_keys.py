@@ -79,6 +79,12 @@ def test_nested_keys(sql: str, partitions: int, batch_size: int) -> None:
     check(sql, TABLES, target_partitions=partitions, batch_size=batch_size)
 
 
+@pytest.mark.parametrize("sql", QUERIES)
+def test_nested_keys_without_the_optimizer(sql: str) -> None:
+    """The rule is required: the reference plan (optimizer off) keys nested values too."""
+    check(sql, TABLES, target_partitions=3, batch_size=7, optimizer=False)
+
+
 def test_canonical_bytes_depend_on_the_value_alone():
     """Equal values (by DuckDB's nested comparison) give equal bytes in any array, slice or
     position; different values different bytes; a NULL row is NULL."""
