@@ -184,6 +184,13 @@ CASES = {
     "avg-of-integers-over-empty": "SELECT avg(v), avg(id) FROM e",
     "avg-of-integers-having":
         "SELECT count(*) FROM g a CROSS JOIN g b HAVING avg(a.j - b.j) <> 0.0",
+    # window AVG of BIGINTs whose frame sum leaves int64 (it wrapped: the sign flipped)
+    "window-avg-of-bigints-past-int64":
+        "SELECT k, j, avg(j) OVER (PARTITION BY k), avg(j) OVER (ORDER BY k, j ROWS 2 "
+        "PRECEDING), avg(DISTINCT j) OVER (PARTITION BY k), avg(j) OVER () FROM g",
+    "window-avg-of-large-bigints-by-range":
+        "SELECT k, avg(-j) OVER (ORDER BY k RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) "
+        "FROM g",
     "outer-reference-over-empty":
         "SELECT id, (SELECT count(*) + max(i.v + o.v) FROM e i) FROM d o",
 }

@@ -37,11 +37,23 @@ class Summable:
     channels: tuple[np.ndarray, ...]
     scale: int = 0
     max_abs: int = 0  # int/decimal: largest |value|, to rule out int64 overflow cheaply
+    split: bool = False  # AVG of large integers: channels (value >> 32, value & 0xFFFFFFFF)
 
     def take(self, rows: np.ndarray) -> Summable:
         """The same column restricted to ``rows`` (for materialized frames)."""
         return Summable(self.kind, tuple(c[rows] for c in self.channels), self.scale,
-                        self.max_abs)
+                        self.max_abs, self.split)
+
+
+def _split_for_avg(column: Summable, func: str) -> Summable:
+    """AVG of integers that a frame's int64 sum could overflow (DuckDB sums them exactly,
+    as HUGEINT): each value as its high and low 32 bits, two channels whose frame sums stay
+    in int64 (frames under 2**31 rows); the mean joins them once (avg_result)."""
+    if func != "avg" or column.max_abs < 2**31 or column.max_abs >= _INT64_LIMIT:
+        return column
+    (ints,) = column.channels
+    return Summable(column.kind, (ints >> 32, ints & 0xFFFFFFFF), column.scale, column.max_abs,
+                    split=True)
 
 
 def summable(values: pa.Array, contributing: np.ndarray, func: str) -> Summable:
@@ -53,7 +65,8 @@ def summable(values: pa.Array, contributing: np.ndarray, func: str) -> Summable:
         words = np.frombuffer(values.buffers()[1], dtype=np.int64)
         unscaled = words[2 * values.offset:2 * (values.offset + len(values)):2]
         unscaled = np.where(contributing, unscaled, 0)
-        return Summable("decimal", (unscaled,), typ.scale, _max_abs(unscaled))
+        return _split_for_avg(Summable("decimal", (unscaled,), typ.scale, _max_abs(unscaled)),
+                              func)
     if pa.types.is_integer(typ) or pa.types.is_boolean(typ):
         if pa.types.is_boolean(typ):
             values = values.cast(pa.int8())
@@ -66,7 +79,7 @@ def summable(values: pa.Array, contributing: np.ndarray, func: str) -> Summable:
             raw = raw.astype(np.int64)
             max_abs = 0
         ints = np.where(contributing, raw, 0)
-        return Summable("int", (ints,), 0, max(max_abs, _max_abs(ints)))
+        return _split_for_avg(Summable("int", (ints,), 0, max(max_abs, _max_abs(ints))), func)
     if pa.types.is_floating(typ):
         floats = values.cast(pa.float64()).fill_null(0.0).to_numpy()
         floats = np.where(contributing, floats, 0.0)
@@ -123,6 +136,8 @@ def avg_result(column: Summable, sums: list[np.ndarray], count: np.ndarray) -> p
     denominator = np.where(empty, 1, count).astype(np.float64)
     if column.kind == "float":
         total = _with_nonfinite(sums)
+    elif column.split:
+        total = sums[0].astype(np.float64) * 2.0**32 + sums[1].astype(np.float64)
     else:
         total = sums[0].astype(np.float64)
     with np.errstate(invalid="ignore"):
