@@ -1360,8 +1360,13 @@ class _Collector:
                 arg_nodes = list(func_node.expressions)
             args = tuple(self._post(a) for a in arg_nodes)
         if name in ("lag", "lead") and len(args) == 3 and args[2].type != args[0].type:
-            # the default takes the value's type, as in DuckDB (SQL CAST: rounds)
-            args = args[:2] + (cast_expr(args[2], args[0].type),)
+            if pa.types.is_null(args[0].type):
+                # lag(NULL, 1, 0): the untyped NULL takes the default's type (DuckDB fails
+                # to cast 0 to NULL at run time, so only on rows; we return the default)
+                args = (cast_expr(args[0], args[2].type),) + args[1:]
+            else:
+                # the default takes the value's type, as in DuckDB (SQL CAST: rounds)
+                args = args[:2] + (cast_expr(args[2], args[0].type),)
         result_type = wf.window_return_type(name, [a.type for a in args])
         return WindowCall(name, args, result_type, partition_by, order_by, frame, distinct,
                           filter_expr, ignore_nulls)
