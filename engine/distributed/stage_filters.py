@@ -18,9 +18,9 @@ task gathers the parts of stage A's tasks; stage B's tasks wait for it and insta
 filter before their scans read a row, as if the build had run in their process.
 
 Stage B then runs after stage A, not beside it: the local engine's order. It waits only
-when the build side is expected to be no larger than the probe scan (row estimates): a
-build as big as the probe side rarely prunes enough to pay for running the stages one after
-the other.
+when the build side is expected to be no larger than the probe scan, and the build reads at
+most half the probe scan's rows (row estimates): a build that reads as much as the probe
+side costs more run one after the other than its filter saves.
 """
 
 from __future__ import annotations
@@ -113,8 +113,16 @@ def _stages_by_operator(plan: ExecutionPlan) -> dict[int, int]:
 
 
 def _worth_waiting(join: HashJoinExec, scan: DataSourceExec) -> bool:
+    """Waiting runs the build's stages before the probe scan instead of beside it: worth it
+    when the build side is expected no larger than the probe scan and what the build reads
+    to get there (every scan under it) is at most half the probe scan's rows. A build that
+    reads as much as the probe (TPC-H Q18's IN over an aggregate of lineitem) took 1.8x
+    longer waiting than running beside the probe scan, even with its few keys."""
     build, probe = join.left.row_estimate, scan.row_estimate
-    return build is not None and probe is not None and build <= probe
+    if build is None or probe is None or build > probe:
+        return False
+    read = [op.row_estimate for _, op in join.left.walk() if isinstance(op, DataSourceExec)]
+    return None not in read and 2 * sum(read) <= probe
 
 
 def _build_source(plan: ExecutionPlan, expr: Expr) -> tuple[int, Expr] | None:

@@ -218,3 +218,22 @@ def test_a_probe_scan_stage_waits_for_the_build_stage_unless_turned_off():
     assert order.index(build.stage_id) < order.index(probe.stage_id)
     session.set_option("dynamic_filter_across_stages", False)
     assert "after=[" not in session.sql(sql).explain()
+
+
+def test_a_probe_scan_stage_runs_beside_a_build_that_reads_as_much_as_it():
+    # the build side is small (an aggregate's few groups) but reads all of ``big`` to get
+    # there: waiting would run two full scans one after the other (TPC-H Q18's IN)
+    session = ps.Session(target_partitions=2, cluster="local:2")  # planning only
+    session.set_option("cluster_min_rows", 0)
+    session.set_option("hash_join_single_partition_threshold_rows", 1)
+    session.register("big", pa.table({"k": [i % 5 for i in range(100)],
+                                      "v": list(range(100))}))
+    session.register("other", pa.table({"k": list(range(100)), "w": list(range(100))}))
+    staged = session.sql("SELECT o.w FROM (SELECT k FROM big GROUP BY k) g "
+                         "JOIN other o ON g.k = o.k").physical
+    assert not any(getattr(op, "awaited_filters", None) for _, op in staged.walk())
+    # the same join over a build that reads little still waits
+    session.register("tiny", pa.table({"k": [1, 2, 3]}))
+    staged = session.sql("SELECT o.w FROM (SELECT k FROM tiny GROUP BY k) g "
+                         "JOIN other o ON g.k = o.k").physical
+    assert any(getattr(op, "awaited_filters", None) for _, op in staged.walk())
