@@ -74,15 +74,20 @@ def _struct_codes(values: pa.StructArray) -> tuple[np.ndarray, int]:
     return codes, len(uniques)
 
 
+def _list_offsets(values: pa.Array) -> np.ndarray:
+    """Each row's start in ``values.values`` and the end, as int64 (fixed-size lists have no
+    offsets buffer: theirs follow from the list size and the array's offset)."""
+    if pa.types.is_fixed_size_list(values.type):
+        size = values.type.list_size
+        return (np.arange(len(values) + 1, dtype=np.int64) + values.offset) * size
+    return np.asarray(values.offsets, dtype=np.int64)
+
+
 def _list_codes(values: pa.Array) -> tuple[np.ndarray, int]:
     """Codes of the rows' element sequences (NULL rows arbitrary): each list's element codes
     as 8 bytes apiece make one byte string, numbered by the bytes hash table."""
     n = len(values)
-    if pa.types.is_fixed_size_list(values.type):
-        size = values.type.list_size
-        offsets = (np.arange(n + 1, dtype=np.int64) + values.offset) * size
-    else:
-        offsets = np.asarray(values.offsets, dtype=np.int64)
+    offsets = _list_offsets(values)
     low, high = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
     elements, _ = nested_codes(values.values.slice(low, high - low))
     data = np.ascontiguousarray(elements, dtype=np.int64).view(np.uint8)
@@ -221,11 +226,7 @@ def _fixed_bytes(values: pa.Array) -> pa.Array:
 def _list_payload(values: pa.Array) -> pa.Array:
     """Each list's length (4 bytes) then its element encodings, joined per list."""
     n = len(values)
-    if pa.types.is_fixed_size_list(values.type):
-        size = values.type.list_size
-        offsets = (np.arange(n + 1, dtype=np.int64) + values.offset) * size
-    else:
-        offsets = np.asarray(values.offsets, dtype=np.int64)
+    offsets = _list_offsets(values)
     low, high = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
     elements = _encode(plain(values.values.slice(low, high - low)))
     lengths = np.diff(offsets)
