@@ -151,6 +151,22 @@ def test_moving_frames_stream_through_the_sorted_executors(big, tmp_path, monkey
     _same_rows(run.result, expected)
 
 
+OFFSET_FRAMES = ("SELECT o, sum(v) OVER (ORDER BY o GROUPS BETWEEN 50 PRECEDING AND 2 FOLLOWING) "
+                 "AS s, count(v) OVER (ORDER BY o RANGE BETWEEN 30 PRECEDING AND 30 FOLLOWING) "
+                 "AS c, max(v) OVER (ORDER BY o RANGE BETWEEN UNBOUNDED PRECEDING AND 5 "
+                 "PRECEDING) AS m FROM t")
+
+
+@pytest.mark.parametrize("executor", ["auto", "partition", "sorted"])
+def test_groups_and_range_offset_frames_stream_over_one_giant_partition(big, tmp_path,
+                                                                       monkeypatch, executor):
+    # frames a bounded number of peer groups / key units ahead stream like ROWS frames do
+    expected = _unlimited(big, OFFSET_FRAMES)
+    session_defaults(monkeypatch, window_executor=executor)
+    run, _ = _run_limited(big, OFFSET_FRAMES, tmp_path)
+    _same_rows(run.result, expected)
+
+
 RANKING = ("SELECT o, g, rank() OVER (PARTITION BY g ORDER BY v DESC) AS rk, "
            "dense_rank() OVER (PARTITION BY g ORDER BY v DESC) AS dr, "
            "row_number() OVER (PARTITION BY g ORDER BY o) AS rn, "

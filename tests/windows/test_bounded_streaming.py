@@ -87,6 +87,29 @@ def test_emits_inside_one_huge_partition_long_before_the_input_ends():
     assert pool.reserved == 0
 
 
+@pytest.mark.parametrize("frame", [("groups", -2, 1), ("range", -5, 5), ("range", 2, 8)])
+def test_groups_and_range_offsets_stream_inside_one_huge_partition(frame):
+    table = _one_partition(10_000)
+    # four peers per order key: keys 0, 0, 0, 0, 1, 1, ...
+    table = table.set_column(1, ORD.field_name, pa.array(np.arange(10_000) // 4, pa.int64()))
+    source = RecordingSource(table, batch_rows=100)
+    op = BoundedWindowAggExec([_window("sum", [V], _rows(*frame))],
+                              [Column(4, "s", pa.float64())], source)
+    pool = MemoryPool(None)
+    emitted, sums = 0, []
+    for batch in op.execute(0, TaskContext(SessionConfig(), pool)):
+        assert source.pulled <= emitted // 100 + 3  # at most a few batches behind
+        emitted += batch.num_rows
+        sums += batch.column(3).to_pylist()
+    assert emitted == 10_000
+    assert pool.peak <= 4 * 100 * 24  # a few batches of context, never the partition
+    keys = np.arange(10_000) // 4
+    _, lo, hi = frame
+    first, last = keys + lo, keys + hi  # groups and key ranges coincide here
+    want = [float(np.count_nonzero((keys >= a) & (keys <= b))) for a, b in zip(first, last)]
+    assert sums == [w if w else None for w in want]
+
+
 def test_following_frames_and_running_totals_wait_only_as_long_as_needed():
     source = RecordingSource(_one_partition(1_000), batch_rows=10)
     windows = [_window("sum", [V], _rows("rows", 0, 25)), _window("count_star"),
@@ -117,6 +140,16 @@ WINDOWS = [
     ("avg", [V], ("rows", "unbounded", 0)),
     ("nth_value", [V, Literal(2, pa.int64())], ("rows", -3, 1)),
     ("nth_value", [V, Literal(3, pa.int64())], ("range", 0, 0)),
+    # carried rows must lie inside every later frame: these end before the current row
+    ("sum", [V], ("rows", "unbounded", -3)), ("count", [V], ("rows", "unbounded", -2)),
+    # GROUPS frames and RANGE offsets: bounds searched in the buffer
+    ("sum", [V], ("groups", -2, 1)), ("count", [V], ("groups", 0, 2)),
+    ("min", [V], ("groups", "unbounded", -1)), ("max", [V], ("groups", -3, -1)),
+    ("last_value", [V], ("groups", 1, 2)), ("sum", [V], ("groups", 1, 3)),
+    ("nth_value", [V, Literal(2, pa.int64())], ("groups", -1, 1)),
+    ("sum", [V], ("range", -5, 3)), ("avg", [V], ("range", "unbounded", -4)),
+    ("first_value", [V], ("range", -2, 2)), ("count_star", [], ("range", 2, 6)),
+    ("max", [V], ("range", -6, -2)),
 ]
 
 

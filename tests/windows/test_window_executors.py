@@ -296,3 +296,38 @@ def test_falls_back_to_sorting_when_the_pool_refuses_the_buffer():
     assert out.num_rows == 1000
     assert out.sort_by(key).equals(expected.sort_by(key))
     assert pool.reserved == 0
+
+
+# Frames whose rows the streaming executor drops while later rows still need them, unless
+# it waits: an UNBOUNDED PRECEDING frame ending 3+ rows (groups, key units) back, and the
+# GROUPS / RANGE offset frames it streams by searching the buffer's frame bounds.
+STREAMED_FRAMES = [
+    "ROWS BETWEEN UNBOUNDED PRECEDING AND 3 PRECEDING",
+    "GROUPS BETWEEN UNBOUNDED PRECEDING AND 3 PRECEDING",
+    "RANGE BETWEEN UNBOUNDED PRECEDING AND 4 PRECEDING",
+    "GROUPS BETWEEN 2 PRECEDING AND 1 FOLLOWING",
+    "GROUPS BETWEEN 1 FOLLOWING AND 3 FOLLOWING",
+    "RANGE BETWEEN 3 PRECEDING AND 2 FOLLOWING",
+    "RANGE BETWEEN CURRENT ROW AND 5 FOLLOWING",
+    "RANGE BETWEEN 6 PRECEDING AND 2 PRECEDING",
+]
+
+
+@pytest.mark.parametrize("frame", STREAMED_FRAMES)
+@pytest.mark.parametrize("batch_size, partitions", [(1, 1), (3, 2), (7, 3), (8192, 8)])
+def test_streamed_frames_match_duckdb(frame, batch_size, partitions, monkeypatch):
+    session_defaults(monkeypatch, window_executor="sorted")
+    order = "o, id" if frame.startswith("ROWS") else "o"
+    sql = (f"SELECT id, sum(v) OVER w AS s, count(*) OVER w AS c, min(v) OVER w AS lo, "
+           f"max(v) OVER w AS hi, avg(v) OVER w AS a FROM t "
+           f"WINDOW w AS (PARTITION BY p ORDER BY {order} {frame}) ORDER BY id")
+    for table in ("one_partition", "tiny_partitions", "empty"):
+        check(sql, {"t": TABLES[table]}, batch_size=batch_size, target_partitions=partitions)
+
+
+def test_streamed_frames_run_in_the_streaming_executor(monkeypatch):
+    session_defaults(monkeypatch, window_executor="sorted")
+    for frame in STREAMED_FRAMES:
+        plan = _plan(f"SELECT sum(v) OVER (PARTITION BY p ORDER BY o {frame}) FROM t")
+        assert "BoundedWindowAggExec" in plan and "WindowAggExec: mode=partition" not in plan, \
+            frame

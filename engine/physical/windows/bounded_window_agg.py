@@ -14,23 +14,33 @@ window on the whole buffer, never a loop per row)::
                  └─ keep from min(need(r)): rows [.., keep) are dropped
 
     need(r)  ROWS n PRECEDING: r - n      lag(k): r - k      rank/dense_rank and RANGE
-             CURRENT ROW starts: start of r's peer group     anything else: r
+             CURRENT ROW starts: start of r's peer group     GROUPS / RANGE offsets: the
+             frame start of r, searched in the buffer     UNBOUNDED PRECEDING (carried):
+             min(r, frame end of r)     anything else: r
     ready    ROWS .. n FOLLOWING: i + n < L     lead(k): i + k < L
              RANGE .. CURRENT ROW: i's peer group is not the buffer's last one
+             GROUPS / RANGE offsets: i's frame ends before the buffer does
 
 The buffer's first partition may be cut: rows of it were dropped. Carried state makes that
 invisible: row_number / rank add the dropped row count, dense_rank the dropped peer groups,
 and aggregates over frames starting at UNBOUNDED PRECEDING (running count / sum / avg /
-min / max) combine the buffer's running value with the aggregate of the dropped rows. The
-last row is always kept, so the next batch can tell whether it continues the partition and
-its peer group.
+min / max) combine the buffer's running value with the aggregate of the dropped rows. So a
+row may be carried only once it lies inside the frame of every row still to come: a frame
+ending ``3 PRECEDING`` keeps the last three rows even though their own values are final.
+The last row is always kept, so the next batch can tell whether it continues the partition
+and its peer group.
+
+Whether a frame is complete and where it starts are the same monotone frame bounds the
+partition-at-a-time executor computes (``frame_bounds``): for GROUPS frames and RANGE offsets
+they are searched in the buffer, once per round — a frame end inside the buffer is final,
+because every row still to come sorts after it.
 
 Supported (``bounded_supported``): row_number, rank, dense_rank; lag / lead with constant
 offsets; count(*), count, sum, avg, min, max (FILTER allowed, no DISTINCT) and first_value /
 last_value / nth_value (also IGNORE NULLS: it only looks inside the frame; these need a
-bounded start) over ROWS frames with a bounded end, RANGE frames from UNBOUNDED PRECEDING or
-CURRENT ROW to CURRENT ROW. Everything else (GROUPS frames, RANGE offsets, lag/lead IGNORE
-NULLS, DISTINCT) uses the partition-at-a-time WindowAggExec.
+bounded start) over ROWS, GROUPS and RANGE frames with a bounded end and no EXCLUDE.
+Everything else (frames to UNBOUNDED FOLLOWING, EXCLUDE, lag/lead IGNORE NULLS, DISTINCT)
+uses the partition-at-a-time WindowAggExec.
 """
 
 from __future__ import annotations
@@ -45,8 +55,10 @@ from plansight.engine.errors import PlanError
 from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.window import (
     DEFAULT_FRAME_WITH_ORDER,
+    FrameBounds,
     FrameSpec,
     evaluate_window,
+    frame_bounds,
     partition_layout,
     peer_groups,
 )
@@ -64,6 +76,12 @@ def _streams(func: str) -> str | None:
 
 def _frame(window: WindowCall) -> FrameSpec:
     return window.frame if window.frame is not None else DEFAULT_FRAME_WITH_ORDER
+
+
+def _searched(frame: FrameSpec) -> bool:
+    """GROUPS frames and RANGE offsets: where a frame starts and ends depends on the keys,
+    so the buffer's frame bounds are computed rather than read off the row number."""
+    return frame.unit == "groups" or (frame.unit == "range" and frame.has_offset)
 
 
 def _constant_offset(window: WindowCall) -> int | None:
@@ -99,11 +117,9 @@ def bounded_supported(window: WindowCall) -> bool:
         return False
     if start == "unbounded_preceding" and not _carries(window):
         return False
-    if frame.unit == "rows":
+    if frame.unit == "rows" or _searched(frame):
         return True
-    if frame.unit == "range":
-        return end == "current_row" and start in ("unbounded_preceding", "current_row")
-    return False
+    return end == "current_row" and start in ("unbounded_preceding", "current_row")
 
 
 def _carries(window: WindowCall) -> bool:
@@ -236,9 +252,15 @@ class BoundedWindowAggExec(ExecutionPlan):
         peers = peer_groups(layout, order_keys)
         continuing = emitted > 0 or state.rows > 0  # the first partition lost rows before
         first_end = int(starts[1])
+        # frame bounds in the buffer, for the frames whose bounds are searched
+        bounds = {} if finished else {
+            i: frame_bounds(_frame(w), layout, peers, order_keys,
+                            [k.descending for k in self.order_by],
+                            [k.nulls_first for k in self.order_by])
+            for i, w in enumerate(self.windows) if _searched(_frame(w))}
 
-        ready = n if finished else min(self._ready(w, n, open_start, peers)
-                                       for w in self.windows)
+        ready = n if finished else min(self._ready(w, n, open_start, peers, bounds.get(i))
+                                       for i, w in enumerate(self.windows))
         ready = max(ready, open_start) if not finished else n
         columns = []
         for i, window in enumerate(self.windows):
@@ -261,13 +283,15 @@ class BoundedWindowAggExec(ExecutionPlan):
         # rows before `keep` are never needed again; the last row always stays
         if finished:
             return out, ready, n, _OpenPartition()
-        need = min(self._need(w, ready, n, peers) for w in self.windows)
+        need = min(self._need(w, ready, n, peers, bounds.get(i))
+                   for i, w in enumerate(self.windows))
         keep = min(max(need, open_start), n - 1)
         return out, ready, keep, self._advance(state, continuing and open_start == 0, keep,
                                                open_start, buffer, columns, starts,
                                                order_keys)
 
-    def _ready(self, window: WindowCall, n: int, open_start: int, peers) -> int:
+    def _ready(self, window: WindowCall, n: int, open_start: int, peers,
+               bounds: FrameBounds | None) -> int:
         """Rows [0, ready) have complete frames (all rows before the open partition do)."""
         func = window.func
         if _streams(func) == "rank" or func == "lag":
@@ -275,6 +299,9 @@ class BoundedWindowAggExec(ExecutionPlan):
         if func == "lead":
             return max(n - _constant_offset(window), open_start)
         frame = _frame(window)
+        if bounds is not None:  # frame ends ascend: the first that reaches the buffer's end
+            ends = bounds.end[open_start:]
+            return open_start + int(np.searchsorted(ends, n, side="left"))
         if frame.unit == "range":  # ends at CURRENT ROW: the last peer group may grow
             return max(int(peers.peer_start[n - 1]), open_start)
         end = frame.end
@@ -282,7 +309,8 @@ class BoundedWindowAggExec(ExecutionPlan):
             return max(n - rows_offset(end.offset), open_start)
         return n
 
-    def _need(self, window: WindowCall, ready: int, n: int, peers) -> int:
+    def _need(self, window: WindowCall, ready: int, n: int, peers,
+              bounds: FrameBounds | None) -> int:
         """First buffer row that frames of rows >= ready may still read."""
         func = window.func
         row = min(ready, n - 1)
@@ -295,12 +323,26 @@ class BoundedWindowAggExec(ExecutionPlan):
         frame = _frame(window)
         start = frame.start
         if start.kind == "unbounded_preceding":
-            return ready  # carried
+            # carried, but only rows inside every later frame: frame ends ascend, and a row
+            # still to come (index n) ends no earlier than row n - 1
+            return min(ready, self._frame_end(frame, row, ready, bounds))
+        if bounds is not None:  # rows from ready on are still to be emitted
+            return min(ready, int(bounds.start[row]))
         if frame.unit == "range":
             return int(peers.peer_start[row])
         if start.kind == "preceding":
             return ready - rows_offset(start.offset)
         return ready
+
+    @staticmethod
+    def _frame_end(frame: FrameSpec, row: int, ready: int, bounds: FrameBounds | None) -> int:
+        """A lower bound on the frame end (exclusive) of every row from ``ready`` on."""
+        if bounds is not None:
+            return int(bounds.end[row])
+        end = frame.end
+        if frame.unit == "rows" and end.kind == "preceding":
+            return ready + 1 - rows_offset(end.offset)
+        return ready  # CURRENT ROW or FOLLOWING: the frame reaches past the row itself
 
     def _evaluate(self, index: int, window: WindowCall, table: pa.Table, starts: np.ndarray,
                   order_keys: list[pa.Array], func: str | None = None) -> pa.Array:

@@ -6,8 +6,9 @@ grow that buffer, the partition is processed in bounded memory if every window a
     open partition + the rest of its rows from the input
         │
         ├─ only streamable windows ─────────────────────────────▶ BoundedWindowAggExec ──▶ out
-        │   (frames ending a bounded distance ahead: ROWS n PRECEDING, running SUM,
-        │    row_number / rank / dense_rank, lag / lead, ... see ``bounded_supported``)
+        │   (frames ending a bounded distance ahead: ROWS n PRECEDING, GROUPS and RANGE
+        │    offsets, running SUM, row_number / rank / dense_rank, lag / lead, ... see
+        │    ``bounded_supported``)
         │
         └─ some whole-partition aggregates ─▶ pass 1: fold each aggregate batch by batch
             (SUM, COUNT, AVG, MIN, MAX,          while writing the rows to a spill file
@@ -16,13 +17,13 @@ grow that buffer, the partition is processed in bounded memory if every window a
                                                  broadcast ─────────────────────────────▶ out
 
 Anything else needs the whole partition at once and fails with ResourcesExhausted naming the
-consumer and the window: frames reaching an unbounded or offset distance ahead that are not
-the whole partition (``ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING``, ``RANGE ... n
-FOLLOWING``, GROUPS frames, EXCLUDE), DISTINCT aggregates, stddev / variance / string_agg,
+consumer and the window: frames reaching an unbounded distance ahead that are not the whole
+partition (``ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING``), EXCLUDE, DISTINCT
+aggregates, stddev / variance / string_agg,
 first_value / last_value / nth_value over frames ``bounded_supported`` does not stream,
 ntile / percent_rank / cume_dist (they need the partition's size), lag / lead IGNORE NULLS,
 and windows whose ORDER BY is read backwards. BoundedWindowAggExec itself keeps a peer group
-(RANGE ... CURRENT ROW, rank) whole: one peer group larger than memory fails there.
+(RANGE ... CURRENT ROW, rank) and a frame whole: one larger than memory fails there.
 
 Both passes read one batch at a time; the fold state is one row per aggregate.
 """
