@@ -97,8 +97,27 @@ def run_staged(client: Client, plan: ExecutionPlan, ctx: TaskContext,
             sent = _quiet(client.run, drop_forwarder, topic)
             _await_events(sent or {}, received)
             client.unsubscribe_topic(topic)
+            _forget_handler(client, topic)
     tables_out = [r.output for r in results]
     return pa.concat_tables(tables_out) if tables_out else pa.table({})
+
+
+def _ignore_event(event) -> None:
+    """Stands in for a finished query's event handler (see ``_forget_handler``)."""
+
+
+def _forget_handler(client: Client, topic: str) -> None:
+    """Drop the client's reference to a finished query's handler.
+
+    ``Client.unsubscribe_topic`` tells the scheduler but keeps the handler in the client
+    (dask 2026.8), and with it the query's context, its event bus and whatever observes it
+    (a notebook's monitor): one per observed query, for the client's lifetime. A no-op takes
+    its place rather than nothing, so that an event still in flight is swallowed instead of
+    reaching the client's "no handler" path, which raises.
+    """
+    handlers = getattr(client, "_event_handlers", None)
+    if isinstance(handlers, dict) and topic in handlers:
+        handlers[topic] = _ignore_event
 
 
 class _Run:

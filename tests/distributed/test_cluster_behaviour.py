@@ -3,8 +3,10 @@ events come from the workers, and the cluster option's ways in."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -116,6 +118,29 @@ def test_the_monitor_gets_the_workers_events_and_ends_finished(session):
         rows = int(run.metrics.total(operator_id, "output_rows"))
         assert finished[operator_id] == rows
         assert produced.get(operator_id, 0) == rows
+
+
+class _Observer:
+    def __call__(self, event) -> None:
+        pass
+
+
+def _observed_query(session) -> weakref.ref:
+    """Run a query watched by an observer; a weak reference to the observer (the caller's
+    frame never holds the observer itself)."""
+    observer = _Observer()
+    session.sql("SELECT k, count(*) AS n FROM wide GROUP BY k").execute(observer=observer)
+    return weakref.ref(observer)
+
+
+def test_a_finished_query_leaves_no_handler_holding_its_observer(session, client):
+    # Client.unsubscribe_topic keeps the handler: ours must not keep the query's context
+    watch = _observed_query(session)
+    gc.collect()
+    assert watch() is None
+    handlers = [h for topic, h in client._event_handlers.items()
+                if topic.startswith("plansight-events-")]
+    assert handlers and all(h.__name__ == "_ignore_event" for h in handlers)
 
 
 def test_the_monitor_shows_what_each_worker_did(session, client):
