@@ -9,6 +9,12 @@ query, or exceeds ``--timeout`` seconds on one run, gets "—" for it.
 Usage:
     python bench/run_tpch.py                       # SF 1, all engines, 3 runs per query
     python bench/run_tpch.py --scale 0.1 --engines duckdb,datafusion --queries 1,3,18
+
+Memory: the whole-run peak RSS per engine is the highest of its queries' peaks (the
+worker's ru_maxrss alone covers only the last query: each query's measurement resets the
+kernel's high-water mark). A second table has each query's peak RSS per engine (the
+process's high-water mark while the query ran: what it still held from earlier queries
+counts too) and plansight's memory-pool peak reservation (what its operators accounted for).
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "order
 # ---------------------------------------------------------------------------- engines
 # Each returns a function that runs one SQL text and returns the materialized row count.
 
+_POOL_PEAK: dict[str, int] = {}  # plansight's last query: its memory pool's peak reservation
+
 
 def _setup_plansight(data: Path) -> Callable[[str], int]:
     import plansight as ps
@@ -50,7 +58,13 @@ def _setup_plansight(data: Path) -> Callable[[str], int]:
     session = ps.Session()
     for table in TABLES:
         session.register_parquet(table, str(data / f"{table}.parquet"))
-    return lambda sql: session.sql(sql).to_arrow().num_rows
+    def run(sql: str) -> int:
+        query = session.sql(sql)
+        rows = query.to_arrow().num_rows
+        _POOL_PEAK["plansight"] = query.context.memory_pool.peak if query.context else 0
+        return rows
+
+    return run
 
 
 def _setup_duckdb(data: Path) -> Callable[[str], int]:
@@ -103,7 +117,10 @@ def worker_main(engine: str) -> None:
         return {}
 
     def run(message: dict[str, Any]) -> dict[str, Any]:
-        return common.timed_runs(lambda: state["run"](message["sql"]), message["repeat"])
+        reply = common.timed_runs(lambda: state["run"](message["sql"]), message["repeat"])
+        if engine in _POOL_PEAK:
+            reply["pool_peak"] = _POOL_PEAK[engine]
+        return reply
 
     common.serve({"setup": setup, "run": run,
                   "max_rss": lambda _: {"max_rss": common.max_rss()}})
@@ -128,6 +145,7 @@ class EngineRunner:
         if self.setup_error:
             raise QueryFailed(f"setup failed: {self.setup_error}")
         times: list[float] = []
+        peak_rss, pool_peak = 0, None
         for _ in range(repeat):
             if self.worker is None:
                 self._start()
@@ -138,7 +156,12 @@ class EngineRunner:
                 self.worker = None  # killed (timeout) or crashed: a fresh one next time
                 raise
             times += reply["times"]
-        return {"times": times, "rows": reply["rows"]}
+            peak_rss = max(peak_rss, reply.get("peak_rss") or 0)
+            self.max_rss = max(self.max_rss, peak_rss)
+            if reply.get("pool_peak") is not None:
+                pool_peak = max(pool_peak or 0, reply["pool_peak"])
+        return {"times": times, "rows": reply["rows"], "peak_rss": peak_rss or None,
+                "pool_peak": pool_peak}
 
     def _start(self) -> None:
         self.worker = Worker([sys.executable, __file__, "--worker", self.engine], self.engine)
@@ -151,6 +174,8 @@ class EngineRunner:
             raise QueryFailed(f"setup failed: {error}") from error
 
     def close(self) -> None:
+        # ru_maxrss alone is not the run's peak: each query's measurement (PeakRss) resets the
+        # kernel's high-water mark, so it covers only the time since the last query started
         if self.worker is not None:
             try:
                 self.max_rss = max(self.max_rss,
@@ -204,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                 cell: dict[str, Any]
                 try:
                     reply = runner.run(TPCH_QUERIES[number], args.repeat, args.timeout)
-                    cell = {"seconds": median(reply["times"]), "rows": reply["rows"]}
+                    cell = {"seconds": median(reply["times"]), "rows": reply["rows"],
+                            "peak_rss": reply["peak_rss"], "pool_peak": reply["pool_peak"]}
                 except WorkerTimeout:
                     cell = {"failure": f"timeout (> {args.timeout:g} s)"}
                 except (QueryFailed, WorkerError) as error:
@@ -236,6 +262,26 @@ def parse_queries(text: str) -> list[int]:
     if not numbers or any(not 1 <= n <= 22 for n in numbers):
         raise SystemExit(f"queries must be within 1-22: {text}")
     return numbers
+
+
+def memory_section(engines: list[str], numbers: list[int],
+                   results: dict[int, dict[str, dict[str, Any]]]) -> list[str]:
+    """Per query: each engine's peak RSS while it ran, plansight's pool peak reservation."""
+    headers = ["query", *(f"{e} peak RSS" for e in engines)]
+    pool = "plansight" in engines
+    if pool:
+        headers.append("plansight pool peak")
+    rows = []
+    for number in numbers:
+        cells = results[number]
+        row = [f"Q{number:02d}", *(fmt_mb(cells[e].get("peak_rss")) for e in engines)]
+        if pool:
+            row.append(fmt_mb(cells["plansight"].get("pool_peak")))
+        rows.append(row)
+    return ["## Peak memory per query (MiB)", "",
+            "The process's RSS high-water mark while the query ran (its runs, repeated), "
+            "memory kept from earlier queries included; the pool peak is what plansight's "
+            "operators reserved.", "", markdown_table(headers, rows), ""]
 
 
 def render(args: argparse.Namespace, label: str, engines: list[str], numbers: list[int],
@@ -310,6 +356,7 @@ def render(args: argparse.Namespace, label: str, engines: list[str], numbers: li
         "Peak RSS per engine process (MiB): "
         + ", ".join(f"{e} {fmt_mb(runners[e].max_rss or None)}" for e in engines),
         "",
+        *memory_section(engines, numbers, results),
         "## Machine",
         "",
         common.environment_markdown(PACKAGES),
