@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from plansight.engine.exec.allocator import release_freed_memory
 from plansight.engine.exec.context import SessionConfig, TaskContext
 from plansight.engine.exec.events import (
     EventBus,
@@ -284,6 +285,7 @@ class Query:
             raise error from error.__cause__  # the original error (as_plansight_error)
         finally:
             ctx.cleanup()
+            release_freed_memory()  # reused within the query, not kept for the next one
         table = table.rename_columns(self.column_names)
         if bus.active:
             bus.publish(QueryFinished(table.num_rows))

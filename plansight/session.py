@@ -20,7 +20,7 @@ from plansight.engine.catalog import (
     View,
     source_from_object,
 )
-from plansight.engine.exec.allocator import retain_freed_memory
+from plansight.engine.exec.allocator import retain_freed_memory, use_returning_arrow_pool
 from plansight.engine.exec.context import SessionConfig
 from plansight.engine.exec.memory_pool import parse_memory_limit
 from plansight.engine.sql.parser import parse
@@ -175,6 +175,7 @@ class Session:
                  batch_size: int = 8192, spill_dir: str | None = None, cluster: Any = None):
         # large numpy/Arrow temporaries are reused instead of faulted in per query
         retain_freed_memory()
+        use_returning_arrow_pool()  # an Arrow pool that gives freed memory back
         self.config = SessionConfig()
         self._tables: dict[str, TableSource] = {}
         self._lock = threading.Lock()

@@ -1,7 +1,9 @@
-"""retain_freed_memory: applied once per process by a Session on glibc, opt-out by env.
+"""retain_freed_memory: applied once per process by a Session on glibc, opt-out by env;
+released when a query ends.
 
-Arrow keeps its own pool: moving it onto the retaining glibc heap fragmented without bound
-(a 2M-row sort peaked at 3.9 GB; a 10M-row one was OOM-killed)."""
+Arrow keeps its own pool (jemalloc where pyarrow has it): moving it onto the retaining glibc
+heap fragmented without bound (a 2M-row sort peaked at 3.9 GB; a 10M-row one was
+OOM-killed)."""
 
 from __future__ import annotations
 
@@ -47,3 +49,48 @@ def test_a_sort_does_not_fragment_the_heap():
     """32 MB of input: the sort's peak RSS stays within a few hundred MB (3.9 GB before)."""
     peak_mib = int(_run(_SORT, {"PLANSIGHT_RETAIN_MEMORY": "1"}))
     assert peak_mib < 1024
+
+
+_JEMALLOC = ("import pyarrow as pa\n"
+             "try:\n    pa.jemalloc_memory_pool(); print('yes')\n"
+             "except NotImplementedError:\n    print('no')")
+_POOL = ("import pyarrow as pa, plansight as ps; ps.Session(); "
+         "print(pa.default_memory_pool().backend_name)")
+
+
+def test_a_session_moves_arrow_onto_jemalloc_unless_the_user_chose_a_pool():
+    has_jemalloc = _run(_JEMALLOC, {}) == "yes"
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    chosen = subprocess.run([sys.executable, "-c", _POOL], env=env, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert chosen == ("jemalloc" if has_jemalloc else "mimalloc")
+    assert _run(_POOL, {"ARROW_DEFAULT_MEMORY_POOL": "system"}) == "system"
+
+
+_RELEASE = """
+import threading, numpy as np, plansight as ps
+from plansight.engine.exec.allocator import release_freed_memory
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 >> 20
+ps.Session(target_partitions=1)
+def temporaries():  # as a worker thread's operator: its buffers, then a smaller survivor
+    global kept
+    parts = [np.ones(4 << 20) for _ in range(8)]  # 8 x 32 MiB
+    kept = np.ones(1 << 16)
+    del parts
+thread = threading.Thread(target=temporaries)
+thread.start(); thread.join()
+freed = rss()
+release_freed_memory()
+print(freed, rss())
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or not os.path.exists("/proc/self/statm"),
+                    reason="glibc's malloc_trim, /proc")
+def test_freed_memory_is_kept_until_released():
+    """256 MiB freed by a worker thread stays resident for reuse (retention) and is given back
+    by release_freed_memory, as at the end of every query."""
+    freed, released = map(int, _run(_RELEASE, {"PLANSIGHT_RETAIN_MEMORY": "1"}).split())
+    assert freed - released > 200, (freed, released)
