@@ -20,8 +20,15 @@ def test_matches_equal_expand_matches(build):
     probe = pa.array([9, 4, None, 5, 3, 3, 11], pa.int64())
     codes, _ = index.probe_codes([probe])
     got = index.matches(codes)
-    want = expand_matches(codes, index.starts, index.counts, index.order)
+    if index.build_row is None:
+        starts, counts = index.starts, index.counts
+    else:  # a unique build keeps neither: every group starts at its row, one row long
+        assert index.starts is None and index.counts is None
+        starts, counts = np.arange(len(index.order)), np.ones(len(index.order), np.int64)
+    want = expand_matches(codes, starts, counts, index.order)
     assert [a.tolist() for a in got] == [a.tolist() for a in want]
+    expected = [build.count(v) if v is not None else 0 for v in probe.to_pylist()]
+    assert index.match_counts(codes).tolist() == expected
     hits = [(i, build.index(v)) for i, v in enumerate(probe.to_pylist())
             if v is not None and v in build]
     if index.build_row is not None:

@@ -22,7 +22,6 @@ import numpy as np
 import pyarrow as pa
 
 from plansight.engine.exec.spill import spill_manager
-from plansight.engine.kernels.hash_table import match_counts
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
 from plansight.engine.physical.joins.build import SharedBuild
@@ -252,7 +251,7 @@ def _chunks(batch: pa.RecordBatch, codes: np.ndarray, index: KeyIndex, max_pairs
     if index.build_row is not None and len(codes) <= max_pairs:
         yield batch, 0  # at most one pair per probe row
         return
-    counts = match_counts(codes, index.counts)
+    counts = index.match_counts(codes)
     total = int(counts.sum())
     if total <= max_pairs:
         yield batch, 0

@@ -34,6 +34,7 @@ from plansight.engine.kernels.hash_table import (
     group_rows,
     int_factorize,
     int_lookup,
+    match_counts,
 )
 from plansight.engine.kernels.keys import (
     MAX_CODE,
@@ -52,8 +53,8 @@ _MAX_CODE = MAX_CODE  # its own name: tests force the renumbering path by loweri
 class ColumnLookup:
     """One key column's distinct build values, numbered 0..cardinality-1.
 
-    ``build_codes`` are the build rows' codes (-1: NULL that matches nothing); ``codes``
-    maps probe values onto them.
+    ``build_codes`` are the build rows' codes (-1: NULL that matches nothing; KeyIndex drops
+    them once it has grouped the rows); ``codes`` maps probe values onto them.
     """
 
     def __init__(self, key: pa.Array, null_equal: bool):
@@ -120,12 +121,22 @@ class KeyIndex:
         # per combining step: the table that renumbered the combined codes, or None
         self.compress: list[np.ndarray | None] = []
         valid = np.ones(len(keys[0]) if keys else 0, dtype=bool)
+        if len(self.lookups) == 1:
+            # one column: its codes are the groups already (-1 exactly where invalid)
+            codes = self.lookups[0].build_codes
+            valid = codes >= 0
+            self._space = max(self.lookups[0].cardinality, 1)
+            self.compress.append(None)
+        else:
+            for lookup in self.lookups:
+                c = lookup.build_codes
+                valid &= c >= 0
+                codes, compress = self._combine(codes, np.maximum(c, 0), valid,
+                                                lookup.cardinality)
+                self.compress.append(compress)
+            codes = np.where(valid, codes, -1) if codes is not None else np.empty(0, np.int64)
         for lookup in self.lookups:
-            c = lookup.build_codes
-            valid &= c >= 0
-            codes, compress = self._combine(codes, np.maximum(c, 0), valid, lookup.cardinality)
-            self.compress.append(compress)
-        codes = np.where(valid, codes, -1) if codes is not None else np.empty(0, np.int64)
+            lookup.build_codes = None  # grouped below; the index holds only what probes need
         self.dense: np.ndarray | None = None  # table numbering the combined codes
         self.dense_low: int | None = None
         if len(keys) > 1:
@@ -137,9 +148,19 @@ class KeyIndex:
         self.has_null_key = not bool(valid.all())
         self.num_rows = len(codes)
         self.starts, self.counts, self.order = group_rows(codes, groups)
+        del codes
         # every key on one build row (a dimension table's primary key): a probe row has
-        # at most one match, found by one gather instead of expanding groups
+        # at most one match, found by one gather instead of expanding groups; the group
+        # starts and counts (all 1) are not kept: 16 bytes per build row
         self.build_row = self.order if groups and len(self.order) == groups else None
+        if self.build_row is not None:
+            self.starts = self.counts = None
+
+    def match_counts(self, codes: np.ndarray) -> np.ndarray:
+        """The number of build rows each probe row's group code (-1: none) matches."""
+        if self.build_row is not None:
+            return (codes >= 0).astype(np.int64)
+        return match_counts(codes, self.counts)
 
     def matches(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(probe row, build row) pairs for probe rows with these group codes (-1: none)."""
