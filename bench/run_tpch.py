@@ -52,10 +52,10 @@ TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "order
 _POOL_PEAK: dict[str, int] = {}  # plansight's last query: its memory pool's peak reservation
 
 
-def _setup_plansight(data: Path) -> Callable[[str], int]:
+def _setup_plansight(data: Path, memory_limit: str | None) -> Callable[[str], int]:
     import plansight as ps
 
-    session = ps.Session()
+    session = ps.Session(memory_limit=memory_limit) if memory_limit else ps.Session()
     for table in TABLES:
         session.register_parquet(table, str(data / f"{table}.parquet"))
     def run(sql: str) -> int:
@@ -67,7 +67,7 @@ def _setup_plansight(data: Path) -> Callable[[str], int]:
     return run
 
 
-def _setup_duckdb(data: Path) -> Callable[[str], int]:
+def _setup_duckdb(data: Path, memory_limit: str | None) -> Callable[[str], int]:
     import duckdb
 
     connection = duckdb.connect()
@@ -83,7 +83,7 @@ def _setup_duckdb(data: Path) -> Callable[[str], int]:
     return run
 
 
-def _setup_datafusion(data: Path) -> Callable[[str], int]:
+def _setup_datafusion(data: Path, memory_limit: str | None) -> Callable[[str], int]:
     import datafusion
 
     context = datafusion.SessionContext()
@@ -92,7 +92,7 @@ def _setup_datafusion(data: Path) -> Callable[[str], int]:
     return lambda sql: context.sql(sql).to_arrow_table().num_rows
 
 
-def _setup_polars(data: Path) -> Callable[[str], int]:
+def _setup_polars(data: Path, memory_limit: str | None) -> Callable[[str], int]:
     import polars as pl
 
     context = pl.SQLContext(
@@ -101,7 +101,8 @@ def _setup_polars(data: Path) -> Callable[[str], int]:
     return lambda sql: context.execute(sql).collect().to_arrow().num_rows
 
 
-SETUPS: dict[str, Callable[[Path], Callable[[str], int]]] = {
+# memory_limit: plansight's session limit (--memory-limit); the others keep their defaults
+SETUPS: dict[str, Callable[[Path, str | None], Callable[[str], int]]] = {
     "plansight": _setup_plansight,
     "duckdb": _setup_duckdb,
     "datafusion": _setup_datafusion,
@@ -113,7 +114,7 @@ def worker_main(engine: str) -> None:
     state: dict[str, Any] = {}
 
     def setup(message: dict[str, Any]) -> dict[str, Any]:
-        state["run"] = SETUPS[engine](Path(message["data"]))
+        state["run"] = SETUPS[engine](Path(message["data"]), message.get("memory_limit"))
         return {}
 
     def run(message: dict[str, Any]) -> dict[str, Any]:
@@ -132,9 +133,11 @@ def worker_main(engine: str) -> None:
 class EngineRunner:
     """An engine's worker, restarted after a timeout or crash; remembers a failed setup."""
 
-    def __init__(self, engine: str, data: Path, setup_timeout: float):
+    def __init__(self, engine: str, data: Path, setup_timeout: float,
+                 memory_limit: str | None = None):
         self.engine = engine
         self.data = data
+        self.memory_limit = memory_limit
         self.setup_timeout = setup_timeout
         self.worker: Worker | None = None
         self.setup_error: str | None = None
@@ -166,7 +169,8 @@ class EngineRunner:
     def _start(self) -> None:
         self.worker = Worker([sys.executable, __file__, "--worker", self.engine], self.engine)
         try:
-            self.worker.call({"cmd": "setup", "data": str(self.data)}, self.setup_timeout)
+            self.worker.call({"cmd": "setup", "data": str(self.data),
+                              "memory_limit": self.memory_limit}, self.setup_timeout)
         except (QueryFailed, WorkerError) as error:
             self.setup_error = str(error)
             self.worker.close()
@@ -198,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="Parquet folder (default bench/data/sf{N})")
     parser.add_argument("--output", type=Path, default=None,
                         help="report path (default bench/results/tpch_sf{N}.md)")
+    parser.add_argument("--memory-limit", default=None,
+                        help="plansight's session memory_limit, e.g. 8GB (others: defaults)")
     parser.add_argument("--note", default="", help="free text added to the report")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -220,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"TPC-H {label}: Parquet in {data}", file=sys.stderr)
     tpch_parquet(data, args.scale)
 
-    runners = {e: EngineRunner(e, data, setup_timeout=max(600.0, args.timeout)) for e in engines}
+    runners = {e: EngineRunner(e, data, setup_timeout=max(600.0, args.timeout),
+                               memory_limit=args.memory_limit) for e in engines}
     results: dict[int, dict[str, dict[str, Any]]] = {}
     try:
         for number in numbers:
@@ -349,6 +356,8 @@ def render(args: argparse.Namespace, label: str, engines: list[str], numbers: li
         f"timeout {args.timeout:g} s per run. Data: tpchgen-cli Parquet, scale factor "
         f"{args.scale:g}. `{MISSING}` = failed or timed out (see below)"
         + ("; `*` = row count differs from DuckDB's." if oracle else "."),
+        *(["", f"plansight ran with memory_limit={args.memory_limit}; the other engines with "
+               "their defaults."] if args.memory_limit else []),
         *(["", f"Note: {args.note}"] if args.note else []),
         "",
         markdown_table(headers, rows),
