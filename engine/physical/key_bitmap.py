@@ -9,8 +9,8 @@ there:
     keys {3, 5, 12}, low 3        bit i <-> value low + i
     bits  1 0 1 0 0 0 0 0 | 0 1 0 0 0 0 0 0      (np.packbits order: first bit is the high one)
 
-and a probe column is tested with a handful of vectorized passes (range check, shift, gather,
-mask) -- no hashing, no false positives. The span is capped by the caller
+and a probe column is tested in one compiled pass (kernels/membership.py: range check, shift,
+bit test) -- no hashing, no false positives. The span is capped by the caller
 (``dynamic_filter_max_bitmap_bits``): past it only the range applies.
 """
 
@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from plansight.engine.kernels.membership import bitmap_contains
 
 _BOOL_SPAN = 1 << 26  # spans up to this build through a temporary byte per value
 _BIT = np.array([0x80 >> i for i in range(8)], dtype=np.uint8)  # offset % 8 -> its bit
+_NO_NULLS = np.zeros(0, dtype=np.uint8)  # the validity bitmap of a column without NULLs
 
 
 class KeyBitmap:
@@ -55,19 +57,26 @@ class KeyBitmap:
 
     def contains(self, column: pa.Array) -> pa.Array:
         """A boolean array: the value is a key (NULLs: False)."""
+        keep, _ = self.contains_counted(column)
+        return keep
+
+    def contains_counted(self, column: pa.Array) -> tuple[pa.Array, int]:
+        """(``contains(column)``, how many values are keys): one compiled pass
+        (kernels/membership.py) over an integer column of at most 64 bits."""
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
-        values = column.fill_null(0) if column.null_count else column  # masked out below
-        values = values.to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
-        values -= self.low
-        # one unsigned comparison checks both bounds: values below low wrap to huge offsets
-        inside = values.view(np.uint64) < np.uint64(self.high - self.low + 1)
-        values[~inside] = 0
-        hit = np.take(self.bits, values >> 3) & np.take(_BIT, values & 7)
-        keep = pa.array(np.logical_and(inside, hit, out=inside))
-        if column.null_count:
-            keep = pc.and_(keep, pc.is_valid(column))
-        return keep
+        if len(column) == 0:
+            return pa.array([], pa.bool_()), 0
+        t = column.type
+        values = np.frombuffer(column.buffers()[1], dtype=t.to_pandas_dtype())[
+            column.offset:column.offset + len(column)]
+        validity = column.buffers()[0] if column.null_count else None
+        validity = np.frombuffer(validity, dtype=np.uint8) if validity is not None else \
+            _NO_NULLS
+        keep, kept = bitmap_contains(values, validity, column.offset, self.low, self.high,
+                                     self.bits)
+        return pa.Array.from_buffers(pa.bool_(), len(column), [None, pa.py_buffer(keep)]), \
+            int(kept)
 
     def any_between(self, low: int, high: int) -> bool:
         """Whether some key lies in [low, high]. One pass over the bytes between: called

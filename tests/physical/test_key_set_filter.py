@@ -101,6 +101,32 @@ def test_a_new_run_forgets_the_keys():
     assert f.key_set.to_pylist() == [7]
 
 
+def test_an_integer_key_set_is_tested_through_a_bitmap():
+    f = DynamicFilter("HashJoin[1]", keep_nulls=False, max_bitmap_bits=1 << 27)
+    f.start("run")
+    f.publish_build_keys(pa.array([40, 7, None, 1000, 7]))
+    assert f.key_set.to_pylist() == [7, 40, 1000] and f.bitmap is not None
+    assert "IN (3 keys)" in f.describe()
+    column = pa.array([7, 8, None, 40, 1000, 1001, -7], pa.int32())
+    assert f.mask(column).to_pylist() == [True, False, False, True, True, False, False]
+    assert f.mask(pa.array([7, 40, 40])) is None  # every row passes: nothing to filter
+    # a sparse set (its span past the bitmap's cap) and strings keep is_in
+    sparse = DynamicFilter("HashJoin[2]", keep_nulls=False, max_bitmap_bits=1 << 27)
+    sparse.start("run")
+    sparse.publish_build_keys(pa.array([0, 1 << 40]))
+    assert sparse.bitmap is None
+    assert sparse.mask(pa.array([0, 1, 1 << 40])).to_pylist() == [True, False, True]
+
+
+def test_a_null_safe_key_set_bitmap_keeps_null_probe_keys():
+    f = DynamicFilter("HashJoin[1]", keep_nulls=True, max_bitmap_bits=1 << 27)
+    f.start("run")
+    f.publish_build_keys(pa.array([3, 9, None]))
+    assert f.bitmap is not None
+    assert f.mask(pa.array([3, None, 4, 9])).to_pylist() == [True, True, False, True]
+    assert f.mask(pa.array([None, 9], pa.int64())) is None
+
+
 # ----------------------------------------------------------------------------- Parquet scans
 
 @pytest.fixture(scope="module")
@@ -184,6 +210,7 @@ def _tables():
     keys = rng.integers(0, 400, n)
     probe = pa.table({
         "k": with_nulls(keys),
+        "k32": with_nulls(keys.astype(np.int32)),
         "k2": with_nulls(keys % 7),
         "s": with_nulls(np.array([f"s{x}" for x in keys])),
         "d": with_nulls(np.datetime64("2020-01-01") + keys.astype("timedelta64[D]")),
@@ -209,6 +236,8 @@ TABLES = _tables()
 
 QUERIES = [
     "SELECT p.v, b.w FROM p JOIN b ON p.k = b.k",
+    "SELECT p.v, b.w FROM p JOIN b ON p.k32 = b.k",
+    "SELECT p.v, b.w FROM p JOIN b ON p.k = b.k + 100000",
     "SELECT p.v, b.w FROM p JOIN b ON p.s = b.s",
     "SELECT p.v, b.w FROM p JOIN b ON p.d = b.d",
     "SELECT p.v, b.w FROM p JOIN b ON p.k = b.k AND p.k2 = b.k2",
@@ -229,6 +258,7 @@ QUERIES = [
 
 @pytest.mark.parametrize("options", [
     pytest.param({"target_partitions": 1, "batch_size": 8192}, id="p1"),
+    pytest.param({"target_partitions": 1, "batch_size": 1}, id="p1-b1"),
     pytest.param({"target_partitions": 2, "batch_size": 7}, id="p2-b7"),
     pytest.param({"target_partitions": 3, "batch_size": 3}, id="p3-b3"),
     pytest.param({"target_partitions": 8, "batch_size": 1000}, id="p8"),
