@@ -49,7 +49,7 @@ class FilterExec(ExecutionPlan):
 
     def _execute(self, partition, ctx):
         for batch in self.input.execute(partition, ctx):
-            yield batch.filter(self._mask(batch)) if len(self.stages) == 1 else \
+            yield _kept(batch, self._mask(batch)) if len(self.stages) == 1 else \
                 self._staged(batch)
 
     def _mask(self, batch):
@@ -65,9 +65,19 @@ class FilterExec(ExecutionPlan):
         if not kept:
             return batch.slice(0, 0)
         if 2 * kept <= len(mask):
-            batch = batch.filter(mask)
-            return batch.filter(evaluate_predicate(costly, batch))
-        return batch.filter(pc.and_(mask, evaluate_predicate(costly, batch)))
+            batch = _kept(batch, mask, kept)
+            return _kept(batch, evaluate_predicate(costly, batch))
+        return _kept(batch, pc.and_(mask, evaluate_predicate(costly, batch)))
+
+
+def _kept(batch: pa.RecordBatch, mask: pa.Array, kept: int | None = None) -> pa.RecordBatch:
+    """The rows of ``batch`` where ``mask`` (no NULLs) is true; the batch itself when that is
+    every row (a date bound that holds for a whole row group, Q1's for most): no copy."""
+    if kept is None:
+        kept = mask.true_count
+    if kept == batch.num_rows:
+        return batch
+    return batch.slice(0, 0) if kept == 0 else batch.filter(mask)
 
 
 def evaluation_stages(predicate: Expr) -> list[Expr]:

@@ -27,7 +27,14 @@ def _table() -> pa.Table:
             for i, v in enumerate(rng.integers(0, 100, n))]
     rate[1], rate[2] = Decimal("0.99"), Decimal("0.99")
     big = [Decimal(10**17 - 1 - i).scaleb(-1) for i in range(n)]  # 17 digits, 1 decimal
-    return pa.table({"g": rng.integers(0, 4, n),
+    groups = rng.integers(0, 4, n)
+    # string keys (Arrow's hash aggregation): group "none" has only NULL prices and rates
+    names = [None if k == 0 and i % 5 == 0 else "none" if k == 3 and i % 2 == 0 else f"k{k}"
+             for i, k in enumerate(groups)]
+    for i, name in enumerate(names):
+        if name == "none":
+            price[i] = rate[i] = None
+    return pa.table({"g": groups, "gs": pa.array(names, pa.string()),
                      "p": pa.array(price, pa.decimal128(15, 2)),
                      "r": pa.array(rate, pa.decimal128(15, 2)),
                      "s": pa.array([Decimal(int(v)) for v in rng.integers(-99, 99, n)],
@@ -41,6 +48,9 @@ QUERIES = [
     ("SELECT g, sum(p), sum(p * (1 - r)), sum(p * (1 - r) * (1 + r)), avg(p), count(p) "
      "FROM t GROUP BY g"),
     "SELECT sum(p), sum(r * s), min(p * r), max(p - r) FROM t",
+    ("SELECT gs, sum(p), avg(p), avg(r), avg(s), avg(big), sum(big), count(p) FROM t "
+     "GROUP BY gs"),
+    "SELECT gs, avg(p * (1 - r)), avg(r) FROM t WHERE g = 3 GROUP BY gs",
     "SELECT g, sum(big) FROM t GROUP BY g",  # 100 x ~10**17: beyond int64, decimal128 sums
     "SELECT sum(big), sum(big - big) FROM t WHERE g < 0",  # empty: NULL
 ]

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import plansight as ps
-from plansight.engine.physical.filter import FilterExec
+from plansight.engine.physical.filter import FilterExec, _kept
 from tests.differential.harness import check
 
 
@@ -69,6 +69,9 @@ QUERIES = [
     "SELECT v FROM t WHERE NOT (mode IN ('RAIL')) AND x < 1000",
     "SELECT v FROM t WHERE x > 1000 AND mode = 'SHIP'",  # nothing reaches the second stage
     "SELECT count(*) FROM t WHERE d IS NULL AND mode IS NOT NULL AND name LIKE 'item%'",
+    "SELECT v, x FROM t WHERE v >= 0",  # every row passes: batches go through uncopied
+    "SELECT v FROM t WHERE v >= 0 AND mode <> 'no such mode'",
+    "SELECT v FROM t WHERE v < 0",
 ]
 
 
@@ -81,3 +84,13 @@ QUERIES = [
 @pytest.mark.parametrize("sql", QUERIES)
 def test_staged_filters_match_duckdb(sql, options):
     check(sql, TABLES, **options)
+
+
+def test_a_mask_that_keeps_every_row_returns_the_batch_itself():
+    batch = pa.record_batch({"a": [1, 2, 3], "s": ["x", None, "z"]})
+    assert _kept(batch, pa.array([True, True, True])) is batch
+    none = _kept(batch, pa.array([False, False, False]))
+    assert none.num_rows == 0 and none.schema == batch.schema
+    some = _kept(batch, pa.array([True, False, True]))
+    assert some.to_pydict() == {"a": [1, 3], "s": ["x", "z"]}
+    assert _kept(batch, pa.array([True, False, True]), kept=2).num_rows == 2
