@@ -40,8 +40,9 @@ import pyarrow.compute as pc
 from plansight.engine.logical.expr import sql_value
 from plansight.engine.physical.key_bitmap import KeyBitmap
 
-#: a key set whose integers span fewer values than this also gets a bitmap (128 KiB)
-KEY_SET_BITMAP_BITS = 1 << 20
+#: a key set whose integers span fewer values than this also gets a bitmap (1 MiB, built in
+#: ~1.5 ms; Q18's 57 orders of 6M: 0.06 ms per 65,536-row batch, is_in 0.8 ms)
+KEY_SET_BITMAP_BITS = 1 << 23
 
 
 class DynamicFilter:
