@@ -81,6 +81,13 @@ def hash_rows(arrays: list[pa.Array], seed: int = int(_SEED)) -> np.ndarray:
                 array = array.view(pa.int64() if t.bit_width == 64 else pa.int32())
             as_int = pc.cast(array, pa.int64())
             values = as_int.fill_null(0).to_numpy(zero_copy_only=False).view(np.uint64)
+        elif _short_strings(array):
+            # the same content hash as below, of every row: for short strings one pass over
+            # their bytes costs less than Arrow's hash of each into a dictionary (Q10's
+            # customer name, phone and address keys are nearly all distinct)
+            if isinstance(array, pa.ChunkedArray):
+                array = array.combine_chunks()
+            values = fnv_each(*byte_buffers(array))
         else:
             # strings, decimals, ...: factorize to codes, then hash the distinct values once
             encoded = pc.dictionary_encode(array).combine_chunks() \
@@ -113,6 +120,21 @@ def split_by_target(batch: pa.RecordBatch, targets: np.ndarray, count: int):
         if rows:
             yield target, shuffled.slice(offset, int(rows))
         offset += int(rows)
+
+
+#: strings at most this long on average are hashed row by row (FNV is ~1 ns a byte)
+SHORT_STRING_BYTES = 32
+
+
+def _short_strings(array: pa.Array | pa.ChunkedArray) -> bool:
+    """Plain string or binary values averaging at most ``SHORT_STRING_BYTES`` bytes."""
+    t = array.type
+    if not (pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t)
+            or pa.types.is_large_binary(t)) or len(array) == 0:
+        return False
+    chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+    data = sum(len(chunk.buffers()[2] or b"") for chunk in chunks)
+    return data <= SHORT_STRING_BYTES * len(array)
 
 
 def _hash_values(dictionary: pa.Array) -> np.ndarray:

@@ -246,3 +246,35 @@ def test_rows_per_partition_are_published_while_routing(inputs):
                                           final.bytes_per_partition))
     # routing on the producer threads is the repartition's own compute
     assert ctx.metrics.total(plan.operator_id, "elapsed_compute") > 0
+
+
+@pytest.mark.parametrize("make", [
+    lambda v: pa.array(v),
+    lambda v: pa.array(v, pa.large_string()),
+    lambda v: pa.array(v).slice(3, 500),
+    lambda v: pa.chunked_array([pa.array(v[:10]), pa.array(v[10:])]),
+    lambda v: pa.array([s.encode() if s is not None else None for s in v], pa.binary()),
+], ids=["string", "large_string", "sliced", "chunked", "binary"])
+def test_short_strings_hash_row_by_row_as_the_dictionary_path_does(make, monkeypatch):
+    """Short strings skip the dictionary: their hash, hence their partition, is the same."""
+    import plansight.engine.physical.repartition as repartition
+
+    rng = np.random.default_rng(4)
+    values = [None if rng.random() < 0.1 else "" if rng.random() < 0.05 else
+              f"c{rng.integers(0, 300):05d}" for _ in range(1000)]
+    column = make(values)
+    ints = pa.array(rng.integers(0, 7, len(column)))
+    assert repartition._short_strings(column)
+    row_by_row = hash_rows([column]), hash_rows([ints, column])
+    monkeypatch.setattr(repartition, "_short_strings", lambda array: False)
+    assert (hash_rows([column]) == row_by_row[0]).all()
+    assert (hash_rows([ints, column]) == row_by_row[1]).all()
+
+
+def test_long_strings_keep_the_dictionary_path():
+    import plansight.engine.physical.repartition as repartition
+
+    long = pa.array(["x" * 100, "y" * 100, None])
+    assert not repartition._short_strings(long)
+    assert not repartition._short_strings(pa.array([1, 2]))
+    assert not repartition._short_strings(pa.array([], pa.string()))
