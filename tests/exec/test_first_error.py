@@ -6,7 +6,6 @@ reaches a consumer first, the query raises the recorded first real error (TaskCo
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pyarrow as pa
@@ -14,6 +13,7 @@ import pytest
 
 import plansight as ps
 from plansight.engine.exec.context import SessionConfig, TaskContext
+from plansight.engine.exec.events import BatchProduced
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.exec.scheduler import merge_streams
 from plansight.errors import Cancelled, ExecutionError
@@ -90,10 +90,12 @@ def test_query_cancel_raises_cancelled():
     session = ps.Session(target_partitions=3, batch_size=1)
     session.register("u", TABLES["u"])
     query = session.sql("SELECT y, sum(y) OVER (ORDER BY y) FROM u")
-    timer = threading.Timer(0.2, query.cancel)
-    timer.start()
-    try:
-        with pytest.raises(Cancelled):
-            query.to_arrow()
-    finally:
-        timer.cancel()
+
+    def cancel_once_running(event) -> None:
+        # from the observer's thread, once the run has started (a timer could fire before
+        # execute() starts, which clears an earlier cancel: a flaky test under load)
+        if isinstance(event, BatchProduced):
+            query.cancel()
+
+    with pytest.raises(Cancelled):
+        query.execute(observer=cancel_once_running)
