@@ -72,6 +72,15 @@ def internal_error(error: BaseException, doing: str) -> InternalError:
     return wrapped
 
 
+def bigint_sum_overflow(what: str) -> ExecutionError:
+    """SUM over integers is a BIGINT (as in DataFusion, Polars and Spark; DuckDB returns
+    HUGEINT): a total beyond its range is an error that says how to get the exact one."""
+    return ExecutionError(
+        f"Overflow in {what}: the total is beyond the BIGINT range (-2^63 .. 2^63-1). For "
+        "the exact total, sum a wider type: SUM(CAST(x AS HUGEINT)) or "
+        "SUM(CAST(x AS DECIMAL(38, 0)))")
+
+
 def caret_snippet(sql: str, line: int | None, column: int | None) -> str:
     """The offending line of ``sql`` with a caret under ``column`` (both 1-based)."""
     lines = sql.splitlines() or [""]

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.engine.errors import ExecutionError, PlanError, did_you_mean
+from plansight.engine.errors import PlanError, bigint_sum_overflow, did_you_mean
 from plansight.engine.functions import comoments
 from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.grouped_kernels import aggregate_by_ids
@@ -30,6 +30,8 @@ AGGREGATES = ("count", "count_star", "sum", "avg", "mean", "min", "max", "stddev
               "bit_and", "bit_or", "bit_xor") + comoments.BIVARIATE
 
 BITWISE = ("bit_and", "bit_or", "bit_xor")
+#: the exact sum of integers: the partial state of a BIGINT SUM (and AVG's sum)
+EXACT_SUM = pa.decimal128(38, 0)
 # the co-moment state of the two-variable statistics: from rows (partial), from states (final)
 _COMOMENTS, _COMOMENTS_MERGE = "__comoments", "__comoments_merge"
 
@@ -257,7 +259,12 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                 work = work.append_column(cast_name, pc.cast(table[column], pa.float64(),
                                                              safe=False))
                 column = cast_name
-            if spec.func == "sum" and pa.types.is_decimal128(t) and \
+            if spec.func == "sum" and pa.types.is_integer(t) and \
+                    pa.types.is_decimal(spec.type) and _sum_may_wrap(table[column]):
+                # an exact integer sum (a partial state) that int64 could wrap: on 128 bits
+                column = f"__exact_{i}"
+                work = work.append_column(column, pc.cast(table[spec.column], spec.type))
+            elif spec.func == "sum" and pa.types.is_decimal128(t) and \
                     pa.types.is_decimal(spec.type):
                 # DECIMAL(p <= 18) always; wider (the partial sums a final aggregate merges)
                 # when every value happens to fit int64
@@ -344,9 +351,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
         wrapped = pc.greater(pc.abs(pc.subtract(exact, grouped.column(n_keys + position))),
                              2.0 ** 62)
         if pc.any(wrapped).as_py():
-            raise ExecutionError(f"Overflow in {specs[i].output.split('#')[0]}: the total is "
-                                 "beyond the BIGINT range; CAST the argument to HUGEINT or "
-                                 "DECIMAL(38, 0)")
+            raise bigint_sum_overflow(specs[i].output.split("#")[0])
     for i, position in nan_checks:
         has_nan = pc.fill_null(grouped.column(n_keys + position), False)
         results[i] = pc.if_else(has_nan, pa.scalar(float("nan"), results[i].type), results[i])
@@ -620,7 +625,8 @@ def _decimal_from_units(units: np.ndarray, type_: pa.DataType, mask: np.ndarray)
 # ----------------------------------------------------------------------------- two phases
 #
 #   partial (per input partition, per chunk)      final (per hash partition of the keys)
-#   sum(x)   -> s = sum(x)                         sum(s)
+#   sum(x)   -> s = sum(x)                         sum(s)  (integers: s exact as
+#                                                  DECIMAL(38, 0), the total held to BIGINT)
 #   count(x) -> c = count(x)                       sum(c)
 #   min/max, bool_and/or, any_value -> same        same function over the states
 #   bit_and/or/xor -> same                          same function over the states
@@ -644,6 +650,10 @@ def partial_specs(spec: AggregateSpec) -> list[AggregateSpec]:
     if spec.func in comoments.BIVARIATE:
         return [AggregateSpec(_COMOMENTS, spec.column, f"{spec.output}.state",
                               comoments.STATE_TYPE, options=spec.options)]
+    if spec.func == "sum" and spec.type == pa.int64():  # over integers or booleans
+        # a partition's (or a chunk's) partial sum may pass BIGINT while the total fits:
+        # the states carry the exact sum, and only the total is held to BIGINT
+        return [AggregateSpec("sum", spec.column, f"{spec.output}.state", EXACT_SUM)]
     return [AggregateSpec(spec.func, spec.column, f"{spec.output}.state", spec.type)]
 
 
@@ -667,4 +677,8 @@ def finish_merged(spec: AggregateSpec, merged: list[pa.ChunkedArray]) -> pa.Arra
         return pc.fill_null(merged[0], 0)
     if spec.func in comoments.BIVARIATE:
         return comoments.finish(spec.func, comoments.CoMoments.from_arrow(merged[0]))
+    if spec.func == "sum" and spec.type == pa.int64() and pa.types.is_decimal(merged[0].type):
+        if not D.values_fit_int64(merged[0]):
+            raise bigint_sum_overflow(spec.output.split("#")[0])
     return _cast_result(merged[0], spec.type)
+

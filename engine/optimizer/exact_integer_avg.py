@@ -4,7 +4,7 @@ A DOUBLE running sum rounds once the total passes 2**53: the mean of BIGINTs tha
 (``avg(a.j - b.j)`` over a cross join, exactly 0) came out 85.3 (fuzz seed 1301). The sum is
 exact as DECIMAL(38, 0), for any count of BIGINTs below 2**64 rows::
 
-    avg(x)  ->  CAST(sum(CAST(x AS DECIMAL(38, 0))) AS DOUBLE) / count(x)
+    avg(x)  ->  CAST(sum(x) AS DOUBLE) / count(x)    with sum(x) typed DECIMAL(38, 0)
 
 with the aggregate's DISTINCT and FILTER on both (no rows: the sum is NULL, and so is the
 mean). Window AVG is left alone. Runs without the optimizer too, so both plans agree.
@@ -46,8 +46,9 @@ def _rewrite(node: lp.LogicalPlan) -> lp.LogicalPlan:
             continue
         total = Column(next_id(), f"__sum_{output.name}", _EXACT)
         count = Column(next_id(), f"__count_{output.name}", pa.int64())
-        aggregates += [replace(call, func="sum", args=(cast_expr(call.args[0], _EXACT),),
-                               type=_EXACT),
+        # the integers themselves, summed exactly: on int64 unless a group's sum could
+        # pass it (functions/aggregate.py), never a 128-bit value per row
+        aggregates += [replace(call, func="sum", type=_EXACT),
                        replace(call, func="count", type=pa.int64())]
         outputs += [total, count]
         means[output.id] = resolve_operator("divide", [

@@ -58,6 +58,7 @@ from plansight.engine.functions.window.summation import (
     channel_prefix,
     channel_sum,
     check_int_overflow,
+    check_wrapped,
     sum_result,
     summable,
 )
@@ -143,7 +144,7 @@ def _aggregate(func: str, values: pa.Array, extra: list[pa.Array], contributing:
     if func == "count":
         return pa.array(count, type=pa.int64())
     if func in ("sum", "avg"):
-        column = summable(values, contributing, func)
+        column = summable(values, contributing, func, _max_length(segments))
         if fixed_width is not None and whole is None:
             before, after, partition_index = fixed_width
             sums = [sliding_reduce(c, np.add, 0, partition_index, before, after)
@@ -178,17 +179,19 @@ def _distinct_sum_family(func: str, values: pa.Array, contributing: np.ndarray,
     if func == "count":
         count, _ = distinct_sums(bounds, codes, contributing, ())
         return pa.array(count, type=pa.int64())
-    column = summable(values, contributing, func)
+    max_frame = _max_length(bounds.segments)
+    column = summable(values, contributing, func, max_frame)
     channels = column.channels
-    risky = column.kind != "float" and func == "sum" and (
-        column.max_abs * max(_max_length(bounds.segments), 1) >= 2**63)
-    if risky:  # a float shadow of the distinct sums tells whether int64 overflowed
+    risky = column.kind == "int" and func == "sum" and \
+        column.max_abs * max(max_frame, 1) >= 2**63
+    if risky:  # a double shadow of the distinct sums tells whether int64 wrapped
+        if column.max_abs >= 2**63:
+            raise NotSupportedError(f"{func}() of UBIGINT values beyond the BIGINT range is "
+                                    "not supported")
         channels = channels + (channels[0].astype(np.float64),)
     count, sums = distinct_sums(bounds, codes, contributing, channels)
     if risky:
-        if column.max_abs >= 2**63 or np.any(np.abs(sums[-1]) >= 2**63 * (1 - 1e-9)):
-            raise NotSupportedError(f"{func}() of integers beyond the BIGINT range (DuckDB "
-                                    "returns HUGEINT) is not supported")
+        check_wrapped(sums[0], sums[-1], func)
         sums = sums[:-1]
     if func == "sum":
         return sum_result(column, sums, count, result_type)

@@ -2,8 +2,11 @@
 
 A summable column becomes numpy *channels* that are summed over frames independently:
 
-    int, bool, uint     one int64 channel (wrapping prefix sums, exact per frame)
-    decimal (p <= 18)   one int64 channel of unscaled values
+    int, bool, uint     one int64 channel (wrapping prefix sums, exact modulo 2**64 per
+                        frame; a double shadow tells a wrapped frame sum, beyond BIGINT)
+    decimal             one int64 channel of unscaled values (any precision whose values
+                        fit int64); two, the high and low 32 bits, when a frame's sum could
+                        pass int64: joined exactly into the DECIMAL(38, s) result
     float               one float64 channel (NaN/inf replaced by 0, compensated prefix sums)
                         + three int64 counters: NaN, +inf, -inf
 
@@ -18,13 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from plansight.engine.errors import NotSupportedError, PlanError
+from plansight.engine.errors import NotSupportedError, PlanError, bigint_sum_overflow
 from plansight.engine.functions.window.prefix_sums import (
     CompensatedPrefix,
     Segments,
     prefix,
     sum_over,
 )
+from plansight.engine.kernels import decimal as D
 
 _INT64_LIMIT = 2**63
 
@@ -37,7 +41,7 @@ class Summable:
     channels: tuple[np.ndarray, ...]
     scale: int = 0
     max_abs: int = 0  # int/decimal: largest |value|, to rule out int64 overflow cheaply
-    split: bool = False  # AVG of large integers: channels (value >> 32, value & 0xFFFFFFFF)
+    split: bool = False  # channels (value >> 32, value & 0xFFFFFFFF): see _split
 
     def take(self, rows: np.ndarray) -> Summable:
         """The same column restricted to ``rows`` (for materialized frames)."""
@@ -45,28 +49,35 @@ class Summable:
                         self.max_abs, self.split)
 
 
-def _split_for_avg(column: Summable, func: str) -> Summable:
-    """AVG of integers that a frame's int64 sum could overflow (DuckDB sums them exactly,
-    as HUGEINT): each value as its high and low 32 bits, two channels whose frame sums stay
-    in int64 (frames under 2**31 rows); the mean joins them once (avg_result)."""
-    if func != "avg" or column.max_abs < 2**31 or column.max_abs >= _INT64_LIMIT:
+def _split(column: Summable, func: str, max_frame: int) -> Summable:
+    """AVG of integers, and SUM of decimals, that a frame's int64 sum could overflow (DuckDB
+    sums them exactly, as HUGEINT / DECIMAL(38, s)): each value as its high and low 32 bits,
+    two channels whose frame sums stay in int64 (frames under 2**31 rows), joined once
+    (avg_result, sum_result). An integer SUM keeps one channel: its result is a BIGINT."""
+    if column.max_abs < 2**31 or column.max_abs >= _INT64_LIMIT or \
+            column.max_abs * max(max_frame, 1) < _INT64_LIMIT:
+        return column
+    if not (func == "avg" or (func == "sum" and column.kind == "decimal")):
         return column
     (ints,) = column.channels
     return Summable(column.kind, (ints >> 32, ints & 0xFFFFFFFF), column.scale, column.max_abs,
                     split=True)
 
 
-def summable(values: pa.Array, contributing: np.ndarray, func: str) -> Summable:
-    """Channels of ``values`` for SUM/AVG; PlanError for non-numeric types."""
+def summable(values: pa.Array, contributing: np.ndarray, func: str,
+             max_frame: int = 2**31) -> Summable:
+    """Channels of ``values`` for SUM/AVG over frames of at most ``max_frame`` rows;
+    PlanError for non-numeric types."""
     typ = values.type
     if pa.types.is_decimal(typ):
-        if typ.bit_width != 128 or typ.precision > 18:
-            raise NotSupportedError(f"{func}() over {typ} (precision above 18) is not supported")
+        if typ.bit_width != 128 or (typ.precision > 18 and not D.values_fit_int64(values)):
+            raise NotSupportedError(f"{func}() over {typ} values beyond 18 digits is not "
+                                    "supported")
         words = np.frombuffer(values.buffers()[1], dtype=np.int64)
         unscaled = words[2 * values.offset:2 * (values.offset + len(values)):2]
         unscaled = np.where(contributing, unscaled, 0)
-        return _split_for_avg(Summable("decimal", (unscaled,), typ.scale, _max_abs(unscaled)),
-                              func)
+        return _split(Summable("decimal", (unscaled,), typ.scale, _max_abs(unscaled)), func,
+                      max_frame)
     if pa.types.is_integer(typ) or pa.types.is_boolean(typ):
         if pa.types.is_boolean(typ):
             values = values.cast(pa.int8())
@@ -79,7 +90,8 @@ def summable(values: pa.Array, contributing: np.ndarray, func: str) -> Summable:
             raw = raw.astype(np.int64)
             max_abs = 0
         ints = np.where(contributing, raw, 0)
-        return _split_for_avg(Summable("int", (ints,), 0, max(max_abs, _max_abs(ints))), func)
+        return _split(Summable("int", (ints,), 0, max(max_abs, _max_abs(ints))), func,
+                      max_frame)
     if pa.types.is_floating(typ):
         floats = values.cast(pa.float64()).fill_null(0.0).to_numpy()
         floats = np.where(contributing, floats, 0.0)
@@ -110,19 +122,34 @@ def channel_sum(prefix_sums: np.ndarray | CompensatedPrefix, segments: Segments)
 
 def check_int_overflow(column: Summable, max_frame: int, sums: np.ndarray,
                        segments: Segments, func: str) -> None:
-    """Raise if a frame's integer sum can leave int64 (DuckDB would return HUGEINT)."""
-    if column.kind == "float" or column.max_abs * max(max_frame, 1) < _INT64_LIMIT:
+    """Raise if a frame's integer SUM (a BIGINT) is beyond int64: its wrapped int64 sum,
+    exact modulo 2**64, is 2**64 or more away from the true one, which a double shadow sum
+    (within far less than 2**62 of it) tells. Totals that fit are exact, whatever their
+    running sums did. Split (decimal) channels are exact and never checked here."""
+    if column.kind == "float" or column.split or \
+            column.max_abs * max(max_frame, 1) < _INT64_LIMIT:
         return
+    if column.max_abs >= _INT64_LIMIT:  # UBIGINT values beyond BIGINT: the channel wrapped
+        raise NotSupportedError(f"{func}() of UBIGINT values beyond the BIGINT range is not "
+                                "supported")
     approx = channel_sum(CompensatedPrefix(column.channels[0].astype(np.float64)), segments)
-    if column.max_abs >= _INT64_LIMIT or np.any(np.abs(approx) >= _INT64_LIMIT * (1 - 1e-9)):
-        raise NotSupportedError(f"{func}() of integers beyond the BIGINT range (DuckDB returns "
-                                "HUGEINT) is not supported")
+    check_wrapped(sums, approx, func)
+
+
+def check_wrapped(sums: np.ndarray, approx: np.ndarray, func: str) -> None:
+    """Raise the BIGINT overflow error where an int64 ``sums`` (wrapped modulo 2**64) is off
+    its double shadow ``approx`` by a wrap."""
+    with np.errstate(invalid="ignore"):
+        if np.any(np.abs(approx - sums.astype(np.float64)) > 2.0**62):
+            raise bigint_sum_overflow(f"{func}() OVER (...)")
 
 
 def sum_result(column: Summable, sums: list[np.ndarray], count: np.ndarray,
                result_type: pa.DataType) -> pa.Array:
     """SUM from channel sums: NULL where nothing contributed."""
     empty = count == 0
+    if column.split:
+        return _joined_decimal(sums[0], sums[1], empty, result_type)
     if column.kind == "decimal":
         return decimal_array(np.where(empty, 0, sums[0]), empty, result_type)
     if column.kind == "int":
@@ -165,6 +192,21 @@ def decimal_array(unscaled: np.ndarray, null: np.ndarray, typ: pa.DataType) -> p
     words[1::2] = unscaled >> 63
     bitmap = pa.array(~null).buffers()[1] if null.any() else None
     return pa.Array.from_buffers(typ, len(unscaled), [bitmap, pa.py_buffer(words)])
+
+
+def _joined_decimal(high: np.ndarray, low: np.ndarray, null: np.ndarray,
+                    typ: pa.DataType) -> pa.Array:
+    """A decimal128 array of ``high * 2**32 + low`` (``low`` >= 0) on exact 128-bit words:
+    ``high * 2**32`` is (high << 32, high >> 32), plus ``low`` with its carry."""
+    high, low = np.where(null, 0, high), np.where(null, 0, low)
+    low_word = (high << 32).view(np.uint64)
+    added = low_word + low.view(np.uint64)
+    carry = (added < low_word).astype(np.int64)
+    words = np.empty(2 * len(high), dtype=np.int64)
+    words[0::2] = added.view(np.int64)
+    words[1::2] = (high >> 32) + carry
+    bitmap = pa.array(~null).buffers()[1] if null.any() else None
+    return pa.Array.from_buffers(typ, len(high), [bitmap, pa.py_buffer(words)])
 
 
 def _max_abs(values: np.ndarray) -> int:

@@ -23,7 +23,7 @@ from plansight.engine.functions.window import (
     window_return_type,
 )
 from plansight.engine.functions.window.sparse_table import RangeExtremum
-from plansight.errors import NotSupportedError, PlanError
+from plansight.errors import ExecutionError, NotSupportedError, PlanError
 
 UP, UF, CR = (FrameBound("unbounded_preceding"), FrameBound("unbounded_following"),
               FrameBound("current_row"))
@@ -265,16 +265,25 @@ def test_argument_errors() -> None:
 
 
 def test_not_supported() -> None:
-    wide = pa.array([decimal.Decimal("1.5")], pa.decimal128(30, 2))
-    with pytest.raises(NotSupportedError):
+    wide = pa.array([decimal.Decimal("1e20")], pa.decimal128(30, 2))
+    with pytest.raises(NotSupportedError, match="18 digits"):
         _call("sum", [wide], [], None)
+    # a wide decimal whose values fit int64 sums exactly, also past int64
+    fits = pa.array([decimal.Decimal(2**62)] * 3, pa.decimal128(38, 0))
+    assert _call("sum", [fits], [], None).to_pylist() == [decimal.Decimal(3 * 2**62)] * 3
+
+
+def test_integer_sum_beyond_bigint_raises() -> None:
     big = pa.array([2**62, 2**62, 2**62], pa.int64())
-    with pytest.raises(NotSupportedError, match="HUGEINT"):
+    with pytest.raises(ExecutionError, match="BIGINT range"):
         _call("sum", [big], [], None)
-    with pytest.raises(NotSupportedError, match="HUGEINT"):
+    with pytest.raises(ExecutionError, match="BIGINT range"):
         _call("sum", [pa.array([2**62, 2**62 + 1], pa.int64())], [], None, distinct=True)
     # duplicates do not add up in a DISTINCT sum
     assert _call("sum", [big], [], None, distinct=True).to_pylist() == [2**62] * 3
+    # running sums past 2**63 whose frame totals fit are exact
+    swing = pa.array([2**63 - 1, 2**63 - 1, -(2**63 - 1), -(2**63 - 1)], pa.int64())
+    assert _call("sum", [swing], [], None).to_pylist() == [0] * 4
 
 
 def test_dictionary_arguments_are_decoded() -> None:

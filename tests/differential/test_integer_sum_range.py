@@ -1,0 +1,72 @@
+"""SUM over integers is a BIGINT whose value does not depend on how the rows are split.
+
+A partition's partial sum, a batch's, or a frame's running prefix sum may pass 2**63 while
+the total fits: the answer is the total (partial states are exact DECIMAL(38, 0) sums,
+window prefix sums wrap and are exact modulo 2**64), at partitions 1/2/3/8 and batch sizes
+1/3/7/8192, against DuckDB (which sums into HUGEINT). Only a total beyond BIGINT is an
+error, at every setting, and it says how to get the exact total: SUM(CAST(x AS HUGEINT)),
+which runs (grouped and over window frames) like DuckDB's.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from plansight.errors import ExecutionError
+from tests.differential.harness import check, run_plansight
+from tests.differential.test_regressions import CONFIGS
+
+BIG = 2**63 - 10
+
+# group 1 alternates +BIG / -BIG (total BIG; any two +BIG rows together pass 2**63), group 2
+# ends near -2**63, group 3 is small, group 4 all NULL; ids order each group's running sum
+# so that it stays in range
+TABLES = {"t": pa.table({
+    "id": pa.array(range(14), pa.int64()),
+    "g": pa.array([1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 4, 4], pa.int64()),
+    "x": pa.array([BIG, -BIG, BIG, -BIG, BIG, -BIG, BIG, -BIG, 5, 1, None, -2, None, None],
+                  pa.int64()),
+    "i": pa.array([2**31 - 1] * 7 + [-2**31] * 7, pa.int32()),
+})}
+
+QUERIES = [
+    "SELECT g, sum(x), count(x) FROM t GROUP BY g",
+    "SELECT sum(x) FROM t",
+    "SELECT g, sum(x), avg(x) FROM t GROUP BY g HAVING sum(x) <> 0",
+    "SELECT g % 2 AS h, sum(x), sum(i) FROM t GROUP BY g % 2",
+    "SELECT sum(x) FROM t WHERE g IN (1, 2)",
+    "SELECT g, sum(x) OVER (PARTITION BY g) FROM t",
+    "SELECT id, sum(x) OVER (PARTITION BY g ORDER BY id) FROM t",
+    "SELECT id, sum(x) OVER (PARTITION BY g ORDER BY id ROWS BETWEEN 1 PRECEDING AND "
+    "1 FOLLOWING) FROM t",
+    "SELECT id, sum(DISTINCT x) OVER (PARTITION BY g) FROM t",
+    # explicit widening: exact totals beyond BIGINT, grouped and over frames
+    "SELECT g, sum(CAST(x AS HUGEINT)), sum(x::DECIMAL(38, 0)) FROM t WHERE x > 0 GROUP BY g",
+    "SELECT sum(x::HUGEINT) FROM t WHERE x > 0",
+    "SELECT id, sum(x::HUGEINT) OVER (ORDER BY x, id) FROM t",
+    "SELECT id, sum(CAST(x AS DECIMAL(38, 0))) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING "
+    "AND CURRENT ROW) FROM t WHERE x > 0 OR x IS NULL",
+    "SELECT id, avg(x) OVER (PARTITION BY g ORDER BY id) FROM t",
+]
+
+
+@pytest.mark.parametrize("partitions,batch_size", CONFIGS)
+@pytest.mark.parametrize("sql", QUERIES)
+def test_integer_sums_match_duckdb(sql: str, partitions: int, batch_size: int) -> None:
+    check(sql, TABLES, target_partitions=partitions, batch_size=batch_size)
+
+
+OVERFLOWS = [
+    "SELECT sum(x) FROM t WHERE x > 0",
+    "SELECT g, sum(x) FROM t WHERE x > 0 GROUP BY g",
+    "SELECT id, sum(x) OVER (ORDER BY x, id) FROM t",
+]
+
+
+@pytest.mark.parametrize("partitions,batch_size", CONFIGS)
+@pytest.mark.parametrize("sql", OVERFLOWS)
+def test_total_beyond_bigint_raises_at_every_setting(sql: str, partitions: int,
+                                                     batch_size: int) -> None:
+    with pytest.raises(ExecutionError, match=r"BIGINT range.*SUM\(CAST\(x AS HUGEINT\)\)"):
+        run_plansight(sql, TABLES, target_partitions=partitions, batch_size=batch_size)
