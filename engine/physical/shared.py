@@ -142,4 +142,7 @@ class SharedExec(ExecutionPlan):
             if entry.unread == 0:
                 entry.release()  # the last reader: ``batches`` is its own reference now
         for batch in batches:
+            if batch.num_columns == 0:  # from_arrays would lose a column-less batch's rows
+                yield batch
+                continue
             yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)

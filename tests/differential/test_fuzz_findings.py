@@ -199,6 +199,19 @@ CASES = {
                                                    "(ORDER BY id) FROM e",
     "outer-reference-over-empty":
         "SELECT id, (SELECT count(*) + max(i.v + o.v) FROM e i) FROM d o",
+    # a shared aggregate (a subquery written twice) none of whose columns is read: its one
+    # row was lost when replayed without columns, and every row of the join with it (seed
+    # 9001, ternary logic partitioning: 0 rows for 5)
+    "shared-aggregate-read-for-its-row-only":
+        "SELECT d.id FROM (SELECT min(v) AS c FROM e) a, d UNION ALL "
+        "SELECT d.id FROM (SELECT min(v) AS c FROM e) a, d WHERE d.v > 1",
+    "shared-cube-over-empty-read-for-its-rows-only":
+        "SELECT d.id FROM (SELECT min(e.dt) AS c FROM e WHERE FALSE GROUP BY CUBE (e.v)) a, d "
+        "WHERE d.v > 1 UNION ALL SELECT d.id FROM (SELECT min(e.dt) AS c FROM e WHERE FALSE "
+        "GROUP BY CUBE (e.v)) a, d WHERE NOT d.v > 1",
+    "shared-constant-cube-over-empty":
+        "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d UNION ALL "
+        "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d",
 }
 
 
