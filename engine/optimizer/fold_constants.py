@@ -22,7 +22,8 @@ from plansight.engine.optimizer.rewrite import map_expressions
 
 
 def fold(expr: Expr) -> Expr:
-    """``1 + 2`` -> ``3``; ``x AND TRUE`` -> ``x``; errors are left for run time.
+    """``1 + 2`` -> ``3``; ``x AND TRUE`` -> ``x``; ``x + NULL`` -> ``NULL``; errors are
+    left for run time.
 
     Example:
         >>> import pyarrow as pa
@@ -33,6 +34,11 @@ def fold(expr: Expr) -> Expr:
     return transform(expr, _fold_node)
 
 
+# operators whose result is NULL when any operand is (arithmetic and comparisons)
+_STRICT = ("add", "subtract", "multiply", "divide", "integer_divide", "modulo", "negate",
+           "eq", "neq", "lt", "lte", "gt", "gte")
+
+
 def _fold_node(expr: Expr) -> Expr:
     if isinstance(expr, Call) and expr.func in ("and", "or") and len(expr.args) == 2:
         simplified = _simplify_boolean(expr)
@@ -40,6 +46,11 @@ def _fold_node(expr: Expr) -> Expr:
             return simplified
     if not isinstance(expr, (Call, Cast)) or is_volatile(expr):
         return expr
+    if isinstance(expr, Call) and expr.func in _STRICT and any(
+            isinstance(c, Literal) and c.value is None for c in expr.args):
+        # NULL whatever the other operand is, which is then never evaluated (as DuckDB's
+        # optimizer does): ``CAST(j AS DECIMAL(12, 2)) + NULL`` raises for no row
+        return Literal(None, expr.type)
     if not all(isinstance(c, Literal) for c in expr.children()):
         return expr
     if isinstance(expr, Call) and expr.func in ("random", "uuid", "current_date", "now"):
