@@ -10,6 +10,9 @@
 Each query runs at a few (partitions, batch size) settings drawn from 1/2/3/8 x 1/3/7/8192.
 An outcome is a ``Finding``: its ``kind`` names the class (wrong result, InternalError, raw
 exception, refused valid SQL, NotSupported, disagreement), ``detail`` the message's gist.
+Not bugs: ``evaluation-order`` (an error one engine's order of evaluation avoids, see
+``check``) and ``sum-beyond-bigint`` (an integer SUM whose total passes BIGINT, plansight's
+result type, which DuckDB returns as HUGEINT).
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
+import sqlglot
+from sqlglot import exp
 
 import plansight as ps
+from plansight.engine.kernels.decimal import values_fit_int64
 from plansight.errors import (
     ExecutionError,
     InternalError,
@@ -157,6 +163,61 @@ def classify_error(error: Exception) -> tuple[str, str]:
     return "raw", f"{type(error).__name__}: {gist(error)}"
 
 
+def beyond_bigint_sum(error: Exception, expected: pa.Table) -> bool:
+    """Whether plansight refused an integer SUM whose total passes BIGINT (its documented
+    result type; DuckDB sums into HUGEINT) and DuckDB's result shows such a value: a HUGEINT
+    column (DECIMAL(38, 0) in Arrow) with a value beyond int64."""
+    if not (isinstance(error, ExecutionError) and "beyond the BIGINT range" in str(error)):
+        return False
+    return any(column.type == pa.decimal128(38, 0) and not values_fit_int64(column)
+               for column in expected.columns)
+
+
+# aggregates that skip NULL arguments: agg(x) FILTER (WHERE c) = agg(CASE WHEN c THEN x END)
+_NULL_SKIPPING = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg, exp.LogicalAnd, exp.LogicalOr)
+
+
+def filter_as_case(sql: str) -> str | None:
+    """``sql`` with each ``agg(x) FILTER (WHERE c)`` written ``agg(CASE WHEN c THEN x END)``
+    (``count(*)``: ``count(CASE WHEN c THEN 1 END)``), or None when it has no FILTER or one
+    on an aggregate that does not skip NULLs. DuckDB evaluates a FILTER'ed aggregate's
+    argument on every row, also those the FILTER excludes; its CASE is lazy."""
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    filters = list(tree.find_all(exp.Filter))
+    if not filters or not all(isinstance(f.this, _NULL_SKIPPING) for f in filters):
+        return None
+
+    def rewrite(node):
+        if not isinstance(node, exp.Filter):
+            return node
+        call, condition = node.this, node.expression.this
+        argument = call.this
+        value = exp.Literal.number(1) if isinstance(argument, exp.Star) else argument
+        call = call.copy()
+        call.set("this", exp.Case(ifs=[exp.If(this=condition.copy(), true=value.copy())]))
+        return call
+
+    if any(isinstance(f.this.this, exp.Distinct) for f in filters):
+        return None  # count(DISTINCT ...) FILTER: not generated
+    return tree.transform(rewrite).sql(dialect="duckdb")
+
+
+def _filter_evaluated_early(engines: Engines, sql: str, actual: pa.Table,
+                            ordered: bool) -> bool:
+    """Whether DuckDB's error comes from evaluating a FILTER'ed aggregate's argument on rows
+    the FILTER excludes: with the FILTERs written as lazy CASEs DuckDB runs the query and
+    returns plansight's result."""
+    rewritten = filter_as_case(sql)
+    if rewritten is None:
+        return False
+    try:
+        expected = engines.duckdb(rewritten)
+    except DuckDBRejects:
+        return False
+    return not isinstance(expected, Exception) and \
+        _compare(actual, expected, sql, ordered) is None
+
+
 def _compare(actual: pa.Table, expected: pa.Table, sql: str, ordered: bool) -> str | None:
     try:
         assert_same(actual, expected, ordered=ordered, sql=sql)
@@ -189,6 +250,10 @@ def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[
             kind, detail = classify_error(actual)
             if isinstance(expected, Exception) and isinstance(actual, ExecutionError):
                 continue  # both fail at run time (overflow, division by zero, conversion)
+            if not isinstance(expected, Exception) and beyond_bigint_sum(actual, expected):
+                findings.append(Finding("sum-beyond-bigint", "SUM past BIGINT (DuckDB: "
+                                        "HUGEINT)", sql, where))
+                break
             if isinstance(actual, ExecutionError) and engines.duckdb_unoptimized_fails(sql):
                 findings.append(Finding("evaluation-order", f"DuckDB's optimizer skipped: "
                                         f"{detail}", sql, where))
@@ -196,6 +261,10 @@ def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[
             findings.append(Finding(kind, detail, sql, where))
             break
         if isinstance(expected, Exception):
+            if _filter_evaluated_early(engines, sql, actual, ordered):
+                findings.append(Finding("evaluation-order", "DuckDB evaluates an aggregate's "
+                                        "argument on rows its FILTER excludes", sql, where))
+                break
             findings.append(Finding("error-only-duckdb", gist(expected), sql, where))
             break
         difference = _compare(actual, expected, sql, ordered)
