@@ -32,24 +32,34 @@ from plansight.engine.physical.plan import ExecutionPlan, Partitioning
 
 class SharedResult:
     """The batches of each partition of one subplan, for one run (query execution) at a
-    time, and how many readers have not read them yet."""
+    time, and how many readers have not read them yet.
+
+    Each reader holds its own copy of the subplan (the physical optimizer rewrites every
+    reader's subtree on its own), but one run executes one copy, the first reader's: an
+    exchange inside it (RepartitionExec) must see every partition read from the same
+    instance. Partitions split between two copies left each copy's producers blocked on
+    the output queues of partitions the other copy served (a deadlock at 8 partitions).
+    """
 
     def __init__(self, readers: int):
         self.readers = readers
         self._lock = threading.Lock()
-        self._runs: dict[int, tuple[weakref.ref, dict[int, _Partition]]] = {}
+        self._runs: dict[int, tuple[weakref.ref, dict[int, _Partition], ExecutionPlan]] = {}
 
-    def partition(self, ctx, partition: int) -> _Partition:
+    def partition(self, ctx, partition: int, plan: ExecutionPlan
+                  ) -> tuple[_Partition, ExecutionPlan]:
+        """This run's entry for ``partition`` and the subplan copy the run executes (the
+        first one offered, ``plan``, by the first reader)."""
         key = id(ctx)
         with self._lock:
             run = self._runs.get(key)
             if run is None or run[0]() is not ctx:  # a new run (an id may be reused)
-                run = self._runs[key] = (weakref.ref(ctx), {})
+                run = self._runs[key] = (weakref.ref(ctx), {}, plan)
                 ctx.on_cleanup(lambda: self._end_run(key))
             entry = run[1].get(partition)
             if entry is None:
                 entry = run[1][partition] = _Partition(self.readers)
-            return entry
+            return entry, run[2]
 
     def _end_run(self, key: int) -> None:
         with self._lock:
@@ -123,7 +133,7 @@ class SharedExec(ExecutionPlan):
         return f"{self.name}: readers={self.result.readers}"
 
     def _execute(self, partition, ctx):
-        entry = self.result.partition(ctx, partition)
+        entry, source = self.result.partition(ctx, partition, self.input)
         with entry.lock:
             if entry.failed:
                 ctx.check_cancelled()
@@ -133,7 +143,7 @@ class SharedExec(ExecutionPlan):
                 reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
                 entry.reservation = reservation
                 batches = []
-                for batch in self.input.execute(partition, ctx):
+                for batch in source.execute(partition, ctx):
                     reservation.grow(batch.nbytes)
                     batches.append(batch)
                 entry.batches, entry.failed = batches, False

@@ -106,3 +106,36 @@ def test_kept_batches_are_released_by_the_last_reader_or_at_the_end():
     assert ctx.memory_pool.reserved > 0  # kept for the other reader
     ctx.cleanup()
     assert ctx.memory_pool.reserved == 0
+
+
+def test_one_run_executes_one_copy_of_the_shared_subplan(monkeypatch):
+    """Each reader holds its own copy of the subplan; a run must execute one of them. Two
+    copies, each serving some partitions, left each copy's exchange producers blocked on
+    queues only the other copy's readers would drain: a hang at 8 partitions (fuzz seed
+    9001)."""
+    from plansight.engine.physical.repartition import RepartitionExec
+    from plansight.engine.physical.shared import SharedResult
+
+    query = _session(8).sql(QUERIES[0])
+    readers = _shared(query.physical)
+    assert len({id(r.input) for r in readers}) == 2  # the premise: two copies
+    started = set()
+    start = RepartitionExec._start
+
+    def record(self, ctx):
+        started.add(id(self))
+        return start(self, ctx)
+
+    monkeypatch.setattr(RepartitionExec, "_start", record)
+    for _ in range(5):
+        started.clear()
+        run = _session(8).sql(QUERIES[0]).execute()
+        shared = {id(op) for r in _shared(run.plan) for _, op in r.input.walk()
+                  if isinstance(op, RepartitionExec)}
+        assert len(shared) == 2 and len(started & shared) == 1
+    # the first reader's copy, whichever reader or partition comes first
+    result, ctx = SharedResult(2), TaskContext(query.config, MemoryPool(None))
+    first, second = object(), object()
+    assert result.partition(ctx, 5, first)[1] is first
+    assert result.partition(ctx, 0, second)[1] is first
+    ctx.cleanup()
