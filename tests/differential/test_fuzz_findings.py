@@ -214,6 +214,12 @@ CASES = {
     "operand-beside-null-not-evaluated":
         "SELECT min(c + CAST(NULL AS DECIMAL(10, 2))), max(-(c * NULL)), count(c = NULL) "
         "FROM (SELECT CAST(j AS DECIMAL(12, 2)) AS c FROM g) s",
+    # a hash join with an empty build side evaluates no probe key: -(-2**31) as INTEGER
+    # raised for x IN (empty subquery), which is FALSE whatever x is (seed 9001)
+    "in-empty-subquery-does-not-evaluate-its-operand":
+        "SELECT k, i FROM g WHERE COALESCE(-(i) IN (SELECT v FROM e), i > 0)",
+    "join-with-empty-side-does-not-evaluate-probe-keys":
+        "SELECT g.k, e.v FROM g LEFT JOIN e ON e.v = -(g.i)",
     "shared-constant-cube-over-empty":
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d UNION ALL "
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d",

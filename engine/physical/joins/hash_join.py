@@ -216,9 +216,15 @@ class HashJoinExec(ExecutionPlan):
             # batches at least as large as the build side so that cost stays linear
             probes = coalesce_batches(probes, max(ctx.batch_size, build.num_rows))
         for batch in probes:
-            keys = [evaluate(right, batch) for right in self._probe_keys]
-            codes, null_key = index.probe_codes(keys)
-            excluded = null_key if (self.null_aware and not build_empty) else None
+            if build_empty:
+                # nothing to match: the probe keys are not evaluated (as a nested loop join
+                # evaluates no condition), so ``x IN (empty subquery)`` raises nothing for
+                # an x whose computation would fail (-(-2**31) as INTEGER)
+                codes, excluded = np.full(batch.num_rows, -1, dtype=np.int64), None
+            else:
+                keys = [evaluate(right, batch) for right in self._probe_keys]
+                codes, null_key = index.probe_codes(keys)
+                excluded = null_key if self.null_aware else None
             for probe, lo in _chunks(batch, codes, index, ctx.batch_size * 8):
                 probe_idx, build_idx = index.matches(codes[lo:lo + probe.num_rows])
                 chunk_excluded = excluded[lo:lo + probe.num_rows] \
