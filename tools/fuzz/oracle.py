@@ -218,6 +218,26 @@ def _filter_evaluated_early(engines: Engines, sql: str, actual: pa.Table,
         _compare(actual, expected, sql, ordered) is None
 
 
+def _empty_operand_decides(engines: Engines, sql: str, actual: pa.Table) -> bool:
+    """Whether ``sql`` is ``A INTERSECT B`` with A or B empty, or ``A EXCEPT B`` with A
+    empty (DuckDB runs that operand alone without error and gets no row), and plansight's
+    answer is the empty result that decides: DuckDB's error came from the other operand,
+    which plansight skips."""
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    if actual.num_rows or not isinstance(tree, (exp.Intersect, exp.Except)) or \
+            tree.args.get("order") or tree.args.get("limit"):
+        return False
+    operands = [tree.left] if isinstance(tree, exp.Except) else [tree.left, tree.right]
+    for operand in operands:
+        try:
+            rows = engines.duckdb(operand.sql(dialect="duckdb"))
+        except DuckDBRejects:
+            continue
+        if not isinstance(rows, Exception) and rows.num_rows == 0:
+            return True
+    return False
+
+
 def _compare(actual: pa.Table, expected: pa.Table, sql: str, ordered: bool) -> str | None:
     try:
         assert_same(actual, expected, ordered=ordered, sql=sql)
@@ -264,6 +284,11 @@ def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[
             if _filter_evaluated_early(engines, sql, actual, ordered):
                 findings.append(Finding("evaluation-order", "DuckDB evaluates an aggregate's "
                                         "argument on rows its FILTER excludes", sql, where))
+                break
+            if _empty_operand_decides(engines, sql, actual):
+                findings.append(Finding("evaluation-order", "DuckDB evaluates the other "
+                                        "operand of INTERSECT/EXCEPT beside an empty one",
+                                        sql, where))
                 break
             findings.append(Finding("error-only-duckdb", gist(expected), sql, where))
             break
