@@ -63,6 +63,32 @@ class Literal(Expr):
     def __str__(self) -> str:
         return sql_literal(self.value, self.type)
 
+    # The same literal written twice is one expression: 'nan'::DOUBLE in a GROUP BY key and
+    # in the SELECT list must match, though two NaN floats compare unequal in Python
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and self.type == other.type and \
+            _identity(self.value) == _identity(other.value)
+
+    def __hash__(self) -> int:
+        try:
+            return hash((_identity(self.value), self.type))
+        except TypeError:  # a value with no hashable identity (a map, ...)
+            return hash(self.type)
+
+
+def _identity(value: Any) -> Any:
+    """``value`` with NaN replaced by a marker that equals itself, nested values as tuples."""
+    if isinstance(value, float) and value != value:
+        return _NAN
+    if isinstance(value, (list, tuple)):
+        return tuple(_identity(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _identity(v)) for k, v in value.items())
+    return value
+
+
+_NAN = ("NaN",)
+
 
 @dataclass(frozen=True)
 class Call(Expr):

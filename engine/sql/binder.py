@@ -197,6 +197,10 @@ class Binder:
         # scalar subqueries by (scope, SQL text): one subquery written twice (in SELECT and
         # GROUP BY) binds to one expression, so the two compare equal
         self._scalar_subqueries: dict[tuple[int, str], tuple[Scope, SubqueryExpr]] = {}
+        # EXISTS / IN subqueries of a SELECT list, which a GROUP BY naming the same subquery
+        # reuses (so the key and the item match); only there: the same correlated EXISTS
+        # bound once for WHERE and HAVING would be decorrelated twice over one plan
+        self._select_subqueries: dict = {}
         self._recursive_ctes: set[int] = set()  # ids of the CTE nodes under WITH RECURSIVE
         self._work_tables: dict[str, lp.WorkTable] = {}  # recursive terms being bound
 
@@ -516,14 +520,21 @@ class Binder:
         """The SELECT list (stars expanded) and every clause that may name its aliases,
         bound with aggregates and windows as placeholders of ``collector``."""
         items: list[tuple[str, Expr, exp.Expression]] = []
-        for node in select.expressions:
-            items.extend(self._expand_select_item(node, scope, collector))
-        aliases = {name.lower(): bound for name, bound, source in items
-                   if isinstance(source, exp.Alias)}
-        collector.aliases = aliases
-        group = select.args.get("group")
-        group_exprs, grouping_sets = self._bind_group_by(group, items, aliases, scope,
-                                                         collector)
+        outer_subqueries = self._select_subqueries
+        self._select_subqueries = {"record": True}
+        try:
+            for node in select.expressions:
+                items.extend(self._expand_select_item(node, scope, collector))
+            aliases = {name.lower(): bound for name, bound, source in items
+                       if isinstance(source, exp.Alias)}
+            collector.aliases = aliases
+            group = select.args.get("group")
+            self._select_subqueries["record"] = False
+            self._select_subqueries["reuse"] = True
+            group_exprs, grouping_sets = self._bind_group_by(group, items, aliases, scope,
+                                                             collector)
+        finally:
+            self._select_subqueries = outer_subqueries
         having = select.args.get("having")
         having_expr = collector.bind(having.this) if having is not None else None
         qualify = select.args.get("qualify")
@@ -921,11 +932,13 @@ class Binder:
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             needle = bind(node.this)
             return self._subquery(node.args["query"], scope, "in", needle=needle)
-        if isinstance(node, exp.Not) and isinstance(node.this, (exp.Exists, exp.In)):
-            inner = bind(node.this)
-            if isinstance(inner, SubqueryExpr):
-                return replace(inner, negated=not inner.negated)
-            return self._typed_call("not", [inner])
+        if isinstance(node, exp.Not) and isinstance(node.this, exp.Exists):
+            return self._subquery(node.this.this, scope, "exists", negated=True)
+        if isinstance(node, exp.Not) and isinstance(node.this, exp.In) and \
+                node.this.args.get("query") is not None:
+            needle = bind(node.this.this)
+            return self._subquery(node.this.args["query"], scope, "in", needle=needle,
+                                  negated=True)
         if isinstance(node, exp.Grouping):
             if not isinstance(collector, _Collector):
                 raise PlanError(f"GROUPING() is not allowed here: {node.sql()}" + _where(node))
@@ -1025,19 +1038,24 @@ class Binder:
             scalar = scalar.cast(pa.string())
         return Literal(scalar.as_py(), scalar.type)
 
-    def _subquery(self, node, scope: Scope, kind: str, needle: Expr | None = None) -> Expr:
+    def _subquery(self, node, scope: Scope, kind: str, needle: Expr | None = None,
+                  negated: bool = False) -> Expr:
         if isinstance(node, exp.Subquery) and not node.args.get("alias"):
             node = node.this if not (node.args.get("order") or node.args.get("limit")) else node
         key = (id(scope), node.sql())
         if kind == "scalar" and key in self._scalar_subqueries:
             return self._scalar_subqueries[key][1]
+        key = (id(scope), node.sql(), kind, needle, negated)
+        if kind != "scalar" and self._select_subqueries.get("reuse") and \
+                key in self._select_subqueries:
+            return self._select_subqueries[key][1]
         plan = self.bind_query(node, scope)
         if kind == "scalar":
             if len(plan.columns) != 1:
                 raise PlanError(f"a scalar subquery must return one column, this one returns "
                                 f"{len(plan.columns)}")
             bound = SubqueryExpr("scalar", plan, plan.columns[0].type)
-            self._scalar_subqueries[key] = (scope, bound)
+            self._scalar_subqueries[key[:2]] = (scope, bound)
             return bound
         if kind == "in":
             if len(plan.columns) != 1:
@@ -1048,8 +1066,12 @@ class Binder:
                 needle = cast_expr(needle, target)
             if plan.columns[0].type != target:
                 plan = self._cast_columns(plan, [target], cast_expr)
-            return SubqueryExpr("in", plan, pa.bool_(), needle=needle)
-        return SubqueryExpr("exists", plan, pa.bool_())
+            bound = SubqueryExpr("in", plan, pa.bool_(), negated, needle=needle)
+        else:
+            bound = SubqueryExpr("exists", plan, pa.bool_(), negated)
+        if self._select_subqueries.get("record"):
+            self._select_subqueries[key] = (scope, bound)
+        return bound
 
     def constant_of_subqueries(self, expr: Expr, what: str) -> Expr:
         """``expr`` folded after its uncorrelated scalar subqueries are run (through

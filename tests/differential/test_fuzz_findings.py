@@ -220,6 +220,23 @@ CASES = {
         "SELECT k, i FROM g WHERE COALESCE(-(i) IN (SELECT v FROM e), i > 0)",
     "join-with-empty-side-does-not-evaluate-probe-keys":
         "SELECT g.k, e.v FROM g LEFT JOIN e ON e.v = -(g.i)",
+    # a GROUP BY key written as the SELECT item: 'nan'::DOUBLE literals compared unequal
+    # (PlanError: must appear in the GROUP BY clause), and an EXISTS / IN subquery bound
+    # twice did not match (InternalError 'column not in batch'), seed 9002
+    "group-by-expression-with-a-nan-literal":
+        "SELECT [NULLIF('nan'::DOUBLE, CAST(v AS DOUBLE)), 'inf'::DOUBLE, NULL] AS c0, "
+        "count(*) FROM d GROUP BY [NULLIF('nan'::DOUBLE, CAST(v AS DOUBLE)), 'inf'::DOUBLE, "
+        "NULL]",
+    "group-by-a-correlated-not-exists":
+        "SELECT {'f0': id - id, 'f1': NOT EXISTS (SELECT 1 FROM d i WHERE i.v = o.v + 2)} AS c0, "
+        "count(*) FROM d o GROUP BY {'f0': id - id, 'f1': NOT EXISTS (SELECT 1 FROM d i WHERE "
+        "i.v = o.v + 2)}",
+    "group-by-in-and-not-in-subqueries":
+        "SELECT v IN (SELECT v + 2 FROM d) AS a, v NOT IN (SELECT id FROM d) AS b, count(*) "
+        "FROM d GROUP BY v IN (SELECT v + 2 FROM d), v NOT IN (SELECT id FROM d)",
+    "exists-and-not-exists-of-one-subquery":
+        "SELECT count(*) FROM d o WHERE EXISTS (SELECT 1 FROM d i WHERE i.v = o.v + 2) OR "
+        "NOT EXISTS (SELECT 1 FROM d i WHERE i.v = o.v + 2)",
     "shared-constant-cube-over-empty":
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d UNION ALL "
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d",
