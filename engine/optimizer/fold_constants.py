@@ -84,7 +84,8 @@ def _simplify_boolean(expr: Call) -> Expr | None:
 
 
 def fold_constants(plan: LogicalPlan) -> LogicalPlan:
-    """Fold every expression of every node; a filter that folds to FALSE or NULL is an empty
+    """Fold every expression of every node; a filter that folds to FALSE or NULL (or to a
+    conjunction with one) is an empty
     relation (its input is never run, as in DuckDB: nothing below it can fail), and so is
     a node that an empty input leaves without rows (a join with an empty side it needs, a
     projection, filter, sort, limit or window over nothing): its other inputs never run
@@ -92,13 +93,21 @@ def fold_constants(plan: LogicalPlan) -> LogicalPlan:
 
     def visit(node: LogicalPlan) -> LogicalPlan:
         node = map_expressions(node, fold)
-        if isinstance(node, Filter) and isinstance(node.predicate, Literal) and \
-                node.predicate.value is not True:
+        if isinstance(node, Filter) and _never_true(node.predicate):
             return Values(node.columns, ())
         if _empty_from_inputs(node):
             return Values(node.columns, ())
         return node
     return transform_plan(plan, visit)
+
+
+def _never_true(predicate: Expr) -> bool:
+    """Whether a filter predicate is FALSE or NULL for every row: a FALSE or NULL literal, or
+    a conjunction with one (``NULL AND x`` is NULL or FALSE, never TRUE)."""
+    if isinstance(predicate, Literal):
+        return predicate.value is not True
+    return isinstance(predicate, Call) and predicate.func == "and" and \
+        any(_never_true(arg) for arg in predicate.args)
 
 
 def _is_empty(node: LogicalPlan) -> bool:

@@ -237,6 +237,14 @@ CASES = {
     "exists-and-not-exists-of-one-subquery":
         "SELECT count(*) FROM d o WHERE EXISTS (SELECT 1 FROM d i WHERE i.v = o.v + 2) OR "
         "NOT EXISTS (SELECT 1 FROM d i WHERE i.v = o.v + 2)",
+    # a HAVING that can never be TRUE (NULL AND ...) empties the query: the aggregate below
+    # it, whose CAST of -2**62 to DECIMAL(12, 2) fails, never runs (seed 9002)
+    "having-null-and-x-never-runs-the-aggregate":
+        "SELECT min(CAST(j AS DECIMAL(12, 2))), count(*) FROM g HAVING ((count(*) > 3) = NULL) "
+        "AND bool_or(k > 0)",
+    "intersect-with-a-never-true-having":
+        "(SELECT k FROM g GROUP BY k HAVING min(i) < NULL AND count(*) > 0) INTERSECT ALL "
+        "(SELECT min(CAST(j AS DECIMAL(12, 2)))::BIGINT FROM g GROUP BY k)",
     "shared-constant-cube-over-empty":
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d UNION ALL "
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d",
