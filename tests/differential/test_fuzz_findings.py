@@ -245,6 +245,10 @@ CASES = {
     "intersect-with-a-never-true-having":
         "(SELECT k FROM g GROUP BY k HAVING min(i) < NULL AND count(*) > 0) INTERSECT ALL "
         "(SELECT min(CAST(j AS DECIMAL(12, 2)))::BIGINT FROM g GROUP BY k)",
+    # negation of a NULL-typed column is a BIGINT NULL (was PlanError "cannot apply '-' to
+    # NULL"; seed 9003)
+    "negation-of-a-null-typed-column":
+        "SELECT -(c), CASE -(c) WHEN c + c THEN 1 END FROM (SELECT NULL AS c FROM d) s",
     "shared-constant-cube-over-empty":
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d UNION ALL "
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d",

@@ -154,6 +154,8 @@ def bind_negate(args: list[Expr], options: Mapping[str, Any]) -> Expr:
     (a,) = args
     if T.is_null_literal(a):
         return Literal(None, pa.int32())
+    if pa.types.is_null(a.type):  # a NULL-typed column (SELECT NULL AS c): BIGINT, as DuckDB
+        a = cast_expr(a, pa.int64())
     if isinstance(a, Literal) and T.is_numeric(a.type) and a.value is not None:
         value = -a.value
         if T.is_integer(a.type) and not T.literal_fits(value, a.type):
