@@ -94,6 +94,17 @@ class Engines:
         except duckdb.Error as e:
             return e
 
+    def duckdb_unoptimized(self, sql: str) -> pa.Table | Exception:
+        """DuckDB's result (or error) with its optimizer off."""
+        self.duckdb("SELECT 1")  # connected, tables registered
+        self._duckdb.execute("PRAGMA disable_optimizer")
+        try:
+            return self._duckdb.sql(sql).to_arrow_table()
+        except duckdb.Error as e:
+            return e
+        finally:
+            self._duckdb.execute("PRAGMA enable_optimizer")
+
     def duckdb_unoptimized_fails(self, sql: str) -> bool:
         """Whether DuckDB raises for ``sql`` with its optimizer off: then an error plansight
         alone raises is one DuckDB's optimizer skipped (a filter folded to FALSE, an empty
@@ -313,6 +324,14 @@ def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[
                 # plansight's reference plan both evaluate and fail on
                 findings.append(Finding("evaluation-order", f"plansight's optimizer skipped: "
                                         f"{gist(expected)}", sql, where))
+                break
+            unoptimized = engines.duckdb_unoptimized(sql)
+            if not isinstance(unoptimized, Exception) and \
+                    _compare(actual, unoptimized, sql, ordered) is None:
+                # DuckDB's optimizer moved an expression before what guards it (its plan
+                # without the optimizer returns plansight's result)
+                findings.append(Finding("evaluation-order", f"DuckDB's optimizer evaluated "
+                                        f"early: {gist(expected)}", sql, where))
                 break
             if _empty_operand_decides(engines, sql, actual):
                 findings.append(Finding("evaluation-order", "DuckDB evaluates the other "
