@@ -249,6 +249,11 @@ CASES = {
     # NULL"; seed 9003)
     "negation-of-a-null-typed-column":
         "SELECT -(c), CASE -(c) WHEN c + c THEN 1 END FROM (SELECT NULL AS c FROM d) s",
+    # window AVG over -2**63 (exactly BIGINT's minimum, |v| = 2**63) was not split into
+    # exact channels: the frame sum wrapped, -3.07e18 for -9.22e18 (seed 9004)
+    "window-avg-of-bigint-minimum":
+        "SELECT k, avg(j * 2) OVER (PARTITION BY k % 1), avg(j * 2) OVER (), "
+        "sum(j) OVER (PARTITION BY k) FROM g WHERE j < -10**15",
     "shared-constant-cube-over-empty":
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d UNION ALL "
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d",

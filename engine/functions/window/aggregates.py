@@ -185,7 +185,7 @@ def _distinct_sum_family(func: str, values: pa.Array, contributing: np.ndarray,
     risky = column.kind == "int" and func == "sum" and \
         column.max_abs * max(max_frame, 1) >= 2**63
     if risky:  # a double shadow of the distinct sums tells whether int64 wrapped
-        if column.max_abs >= 2**63:
+        if column.max_abs > 2**63:
             raise NotSupportedError(f"{func}() of UBIGINT values beyond the BIGINT range is "
                                     "not supported")
         channels = channels + (channels[0].astype(np.float64),)

@@ -54,7 +54,7 @@ def _split(column: Summable, func: str, max_frame: int) -> Summable:
     sums them exactly, as HUGEINT / DECIMAL(38, s)): each value as its high and low 32 bits,
     two channels whose frame sums stay in int64 (frames under 2**31 rows), joined once
     (avg_result, sum_result). An integer SUM keeps one channel: its result is a BIGINT."""
-    if column.max_abs < 2**31 or column.max_abs >= _INT64_LIMIT or \
+    if column.max_abs < 2**31 or column.max_abs > _INT64_LIMIT or \
             column.max_abs * max(max_frame, 1) < _INT64_LIMIT:
         return column
     if not (func == "avg" or (func == "sum" and column.kind == "decimal")):
@@ -85,7 +85,9 @@ def summable(values: pa.Array, contributing: np.ndarray, func: str,
         if raw.dtype == np.uint64:
             big = int(raw.max()) if len(raw) else 0
             raw = raw.view(np.int64)
-            max_abs = big
+            # UBIGINT values from 2**63 wrap in the int64 view: marked beyond the limit
+            # (BIGINT's -2**63 is exactly at it, and exact)
+            max_abs = big + 1 if big >= _INT64_LIMIT else big
         else:
             raw = raw.astype(np.int64)
             max_abs = 0
@@ -129,7 +131,7 @@ def check_int_overflow(column: Summable, max_frame: int, sums: np.ndarray,
     if column.kind == "float" or column.split or \
             column.max_abs * max(max_frame, 1) < _INT64_LIMIT:
         return
-    if column.max_abs >= _INT64_LIMIT:  # UBIGINT values beyond BIGINT: the channel wrapped
+    if column.max_abs > _INT64_LIMIT:  # UBIGINT values beyond BIGINT: the channel wrapped
         raise NotSupportedError(f"{func}() of UBIGINT values beyond the BIGINT range is not "
                                 "supported")
     approx = channel_sum(CompensatedPrefix(column.channels[0].astype(np.float64)), segments)
