@@ -46,15 +46,38 @@ _ARROW = {"eq": pc.equal, "neq": pc.not_equal, "lt": pc.less, "lte": pc.less_equ
 
 
 def unify_operands(args: list[Expr], symbol: str) -> tuple[list[Expr], pa.DataType]:
-    """Operands cast to their common type; PlanError "cannot compare ..." when there is none."""
+    """Operands cast to their common type; PlanError "cannot compare ..." when there is none.
+
+    Decimals are compared exactly: where their common type would pass 38 digits, and so
+    give up scale (DECIMAL(38, 0) and DECIMAL(10, 2) meet at DECIMAL(38, 0), where -2.25
+    rounds to -2 and would equal it), they are compared as a wider decimal256 instead.
+    """
     try:
-        return T.unify(args, f"'{symbol}'", cast=cast_expr)
+        typed, target = T.unify(args, f"'{symbol}'", cast=cast_expr)
     except PlanError as e:
         if "common type" not in str(e):
             raise
         types = " and ".join(dict.fromkeys(T.type_name(a.type) for a in args))
         raise PlanError(f"cannot apply '{symbol}' to {types}: an explicit CAST is "
                         f"required") from e
+    exact = _exact_decimal_type([a.type for a in args], target)
+    if exact is not None:
+        typed = [a if a.type == exact else cast_expr(a, exact) for a in args]
+        target = exact
+    return typed, target
+
+
+def _exact_decimal_type(types: list[pa.DataType], target: pa.DataType) -> pa.DataType | None:
+    """A decimal256 that holds every operand exactly, when ``target`` would round one."""
+    if not T.is_decimal(target):
+        return None
+    operands = [T.as_decimal(t) for t in types
+                if T.is_decimal(t) or T.is_integer(t) or T.is_boolean(t)]
+    scale = max(t.scale for t in operands)
+    digits = max(t.precision - t.scale for t in operands)
+    if scale <= target.scale and digits <= target.precision - target.scale:
+        return None
+    return pa.decimal256(digits + scale, scale)
 
 
 def _comparison_binder(op: str):
