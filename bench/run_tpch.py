@@ -9,6 +9,11 @@ query, or exceeds ``--timeout`` seconds on one run, gets "—" for it.
 Usage:
     python bench/run_tpch.py                       # SF 1, all engines, 3 runs per query
     python bench/run_tpch.py --scale 0.1 --engines duckdb,datafusion --queries 1,3,18
+    python bench/run_tpch.py --engines plansight@1,plansight@2   # 2 partitions vs 1
+
+``plansight@N`` is plansight with ``target_partitions=N`` (plain ``plansight`` keeps the
+session default, one partition per core); the ratio columns divide the first plansight
+engine's time by each other engine's, so ``plansight@1/plansight@2`` is the speedup.
 
 Memory: the whole-run peak RSS per engine is the highest of its queries' peaks (the
 worker's ru_maxrss alone covers only the last query: each query's measurement resets the
@@ -52,10 +57,16 @@ TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "order
 _POOL_PEAK: dict[str, int] = {}  # plansight's last query: its memory pool's peak reservation
 
 
-def _setup_plansight(data: Path, memory_limit: str | None) -> Callable[[str], int]:
+def _setup_plansight(data: Path, memory_limit: str | None,
+                     partitions: int | None = None) -> Callable[[str], int]:
     import plansight as ps
 
-    session = ps.Session(memory_limit=memory_limit) if memory_limit else ps.Session()
+    options: dict[str, Any] = {}
+    if memory_limit:
+        options["memory_limit"] = memory_limit
+    if partitions:
+        options["target_partitions"] = partitions
+    session = ps.Session(**options)
     for table in TABLES:
         session.register_parquet(table, str(data / f"{table}.parquet"))
     def run(sql: str) -> int:
@@ -110,17 +121,24 @@ SETUPS: dict[str, Callable[[Path, str | None], Callable[[str], int]]] = {
 }
 
 
+def engine_base(engine: str) -> str:
+    """``plansight@2`` -> ``plansight``: the engine a name runs."""
+    return engine.split("@", 1)[0]
+
+
 def worker_main(engine: str) -> None:
     state: dict[str, Any] = {}
 
     def setup(message: dict[str, Any]) -> dict[str, Any]:
-        state["run"] = SETUPS[engine](Path(message["data"]), message.get("memory_limit"))
+        base, _, partitions = engine.partition("@")
+        extra = (int(partitions),) if partitions else ()
+        state["run"] = SETUPS[base](Path(message["data"]), message.get("memory_limit"), *extra)
         return {}
 
     def run(message: dict[str, Any]) -> dict[str, Any]:
         reply = common.timed_runs(lambda: state["run"](message["sql"]), message["repeat"])
-        if engine in _POOL_PEAK:
-            reply["pool_peak"] = _POOL_PEAK[engine]
+        if engine_base(engine) in _POOL_PEAK:
+            reply["pool_peak"] = _POOL_PEAK[engine_base(engine)]
         return reply
 
     common.serve({"setup": setup, "run": run,
@@ -194,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor")
     parser.add_argument("--engines", default=",".join(ENGINES),
-                        help=f"comma-separated subset of {','.join(ENGINES)}")
+                        help=f"comma-separated subset of {','.join(ENGINES)}; "
+                             "plansight@N runs plansight at target_partitions=N")
     parser.add_argument("--queries", default="1-22", help="e.g. 1-22 or 1,3,18")
     parser.add_argument("--repeat", type=int, default=3, help="runs per query (median)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
@@ -212,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    unknown = set(engines) - set(ENGINES)
+    unknown = {e for e in engines if engine_base(e) not in ENGINES or "@" in e and not (
+        engine_base(e) == "plansight" and e.partition("@")[2].isdigit())}
     if unknown:
         parser.error(f"unknown engines: {', '.join(sorted(unknown))}")
     numbers = parse_queries(args.queries)
@@ -275,15 +295,15 @@ def memory_section(engines: list[str], numbers: list[int],
                    results: dict[int, dict[str, dict[str, Any]]]) -> list[str]:
     """Per query: each engine's peak RSS while it ran, plansight's pool peak reservation."""
     headers = ["query", *(f"{e} peak RSS" for e in engines)]
-    pool = "plansight" in engines
+    pool = next((e for e in engines if engine_base(e) == "plansight"), None)
     if pool:
-        headers.append("plansight pool peak")
+        headers.append(f"{pool} pool peak")
     rows = []
     for number in numbers:
         cells = results[number]
         row = [f"Q{number:02d}", *(fmt_mb(cells[e].get("peak_rss")) for e in engines)]
         if pool:
-            row.append(fmt_mb(cells["plansight"].get("pool_peak")))
+            row.append(fmt_mb(cells[pool].get("pool_peak")))
         rows.append(row)
     return ["## Peak memory per query (MiB)", "",
             "The process's RSS high-water mark while the query ran (its runs, repeated), "
@@ -294,11 +314,11 @@ def memory_section(engines: list[str], numbers: list[int],
 def render(args: argparse.Namespace, label: str, engines: list[str], numbers: list[int],
            results: dict[int, dict[str, dict[str, Any]]],
            runners: dict[str, EngineRunner]) -> str:
-    reference = "plansight" if "plansight" in engines else None
+    reference = next((e for e in engines if engine_base(e) == "plansight"), None)
     others = [e for e in engines if e != reference]
     headers = ["query", *(f"{e} ms" for e in engines)]
     if reference:
-        headers += [f"plansight/{e}" for e in others]
+        headers += [f"{reference}/{e}" for e in others]
 
     def seconds(number: int, engine: str) -> float | None:
         return results[number][engine].get("seconds")
