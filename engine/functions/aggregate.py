@@ -116,9 +116,10 @@ _KERNEL = {"count": "count", "sum": "sum", "avg": "mean", "mean": "mean", "min":
 
 
 def _first_by_position(t: pa.DataType) -> bool:
-    """first / any_value of types Arrow's hash_first_last has no kernel for: decimals and
-    nested values (the value of a nested GROUP BY key, optimizer/encode_nested_keys.py)."""
-    return pa.types.is_decimal(t) or pa.types.is_nested(t)
+    """first / any_value of types Arrow's hash_first_last has no kernel for: decimals,
+    nested values and intervals (the value of a nested or interval GROUP BY key,
+    optimizer/encode_nested_keys.py)."""
+    return pa.types.is_decimal(t) or pa.types.is_nested(t) or pa.types.is_interval(t)
 
 
 def _kernel_options(spec: AggregateSpec):

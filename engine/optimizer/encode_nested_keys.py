@@ -1,5 +1,9 @@
-"""Nested keys by their canonical bytes: GROUP BY, DISTINCT, set operations, joins, window
-partitions and ``=`` on structs, lists and maps.
+"""Nested and interval keys by their canonical bytes: GROUP BY, DISTINCT, set operations,
+joins, window partitions and ``=`` on structs, lists, maps and intervals.
+
+An interval's canonical bytes are its normalized value (a day is 24 hours, a month 30 days, as
+DuckDB compares them), so 1 month, 30 days and 720 hours are one group and join each other;
+the group shows one of its values, as in DuckDB.
 
 Arrow's hash kernels take no nested keys, so each nested key becomes ``nested_key(x)``, one
 byte string per value that is equal exactly when DuckDB's nested comparison says equal (a
@@ -44,7 +48,9 @@ def encode_nested_keys(plan: lp.LogicalPlan) -> lp.LogicalPlan:
 
 
 def is_nested(t: pa.DataType) -> bool:
-    return pa.types.is_nested(t)
+    """Whether keys of type ``t`` are compared by their canonical bytes: nested values, and
+    intervals, whose equal values differ in their fields (1 month, 30 days, 720 hours)."""
+    return pa.types.is_nested(t) or pa.types.is_interval(t)
 
 
 def key_of(expr: Expr) -> Expr:

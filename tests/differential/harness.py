@@ -13,7 +13,8 @@ Comparison rules (what SQL leaves open is not checked):
 - numbers compare by value across types (int widths, DuckDB HUGEINT / DECIMAL(38, x) versus
   int64 / decimal / double): integers exactly, everything else with a relative and absolute
   tolerance of 1e-9; NaN equals NaN; NULL equals only NULL;
-- a DATE equals a TIMESTAMP at midnight; time-zone aware timestamps compare in UTC.
+- a DATE equals a TIMESTAMP at midnight; time-zone aware timestamps compare in UTC;
+- intervals compare by value (1 month = 30 days = 720 hours), as SQL's ``=`` does.
 """
 
 from __future__ import annotations
@@ -176,6 +177,14 @@ class _NaN:
 NAN = _NaN()
 
 
+def _interval(months: int, days: int, nanos: int) -> tuple:
+    """An interval by its value, as SQL compares them (a day is 24 hours, a month 30 days):
+    1 month, 30 days and 720 hours are one value, shown by either engine as any of them."""
+    day = 86_400 * 10**9
+    days, nanos = days + nanos // day, nanos % day
+    return ("interval", months + days // 30, days % 30, nanos)
+
+
 def normalize(value: Any) -> Any:
     """A Python value in the comparison domain (see the module docstring)."""
     if value is None or isinstance(value, (bool, str, bytes)):
@@ -197,9 +206,9 @@ def normalize(value: Any) -> Any:
     if isinstance(value, dt.date):
         return dt.datetime(value.year, value.month, value.day)
     if isinstance(value, dt.timedelta):
-        return ("interval", 0, value.days, (value.seconds * 10**6 + value.microseconds) * 1000)
+        return _interval(0, value.days, (value.seconds * 10**6 + value.microseconds) * 1000)
     if type(value).__name__ == "MonthDayNano":
-        return ("interval", value.months, value.days, value.nanoseconds)
+        return _interval(value.months, value.days, value.nanoseconds)
     if isinstance(value, (list, tuple)):
         return tuple(normalize(v) for v in value)
     if isinstance(value, dict):
