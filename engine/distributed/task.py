@@ -90,6 +90,8 @@ class WorkerEnvironment:
     _cancelled: set[str] = field(default_factory=set)
     #: (query, stage) whose later tasks are refused: a satisfied LIMIT needs no more
     _cancelled_stages: set[tuple[str, int]] = field(default_factory=set)
+    #: queries that ended while some of their tasks still ran: forgotten with the last one
+    _ended: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start_task(self, query_id: str, stage_id: int = 0) -> threading.Event:
@@ -108,6 +110,8 @@ class WorkerEnvironment:
                 flags.pop(flag, None)
                 if not flags:
                     del self._running[query_id]
+                    if query_id in self._ended:
+                        self._forget(query_id)
 
     def cancel_query(self, query_id: str) -> int:
         """Stop the query's running tasks at their next batch, refuse its later ones, and
@@ -134,11 +138,17 @@ class WorkerEnvironment:
         are gone); the number of pieces deleted."""
         dropped = self.store.drop_query(query_id)
         with self._lock:
-            if query_id not in self._running:
-                self._cancelled.discard(query_id)
-                self._cancelled_stages = {k for k in self._cancelled_stages
-                                          if k[0] != query_id}
+            if query_id in self._running:
+                self._ended.add(query_id)  # its last task's end forgets it
+            else:
+                self._forget(query_id)
         return dropped
+
+    def _forget(self, query_id: str) -> None:
+        """Drop what the worker knew of an ended query (under the lock)."""
+        self._ended.discard(query_id)
+        self._cancelled.discard(query_id)
+        self._cancelled_stages = {k for k in self._cancelled_stages if k[0] != query_id}
 
     def running_tasks(self) -> int:
         with self._lock:

@@ -209,6 +209,21 @@ def test_a_cancelled_stage_refuses_its_tasks_and_keeps_the_others_pieces():
     env.end_query("s")
 
 
+def test_a_query_ended_while_its_tasks_ran_is_forgotten_with_its_last_task():
+    """A cancelled query whose tasks still unwind at its end is refused until they finish,
+    then forgotten: a long-lived worker kept every such query's cancel entries."""
+    env = environment()
+    running = env.start_task("late", 1)
+    env.cancel_query("late")
+    env.cancel_stage("late", 1)
+    env.end_query("late")
+    assert running.is_set() and env.start_task("late", 2).is_set()  # still refused
+    for flag in list(env._running.get("late", {})):
+        env.end_task("late", flag)
+    assert "late" not in env._cancelled and "late" not in env._ended
+    assert not any(query == "late" for query, _ in env._cancelled_stages)
+
+
 def test_a_result_made_of_slices_travels_in_its_own_size():
     session = ps.Session(target_partitions=1, batch_size=1000)
     session.register("t", pa.table({"x": pa.array(range(100_000), pa.int64())}))
