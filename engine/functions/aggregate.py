@@ -19,6 +19,7 @@ from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.grouped_kernels import aggregate_by_ids
 from plansight.engine.functions.scalar import calendar as C
 from plansight.engine.kernels import decimal as D
+from plansight.engine.kernels.order_keys import order_bytes
 
 NUMERIC_RESULT = {"avg", "mean", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
                   "var_pop", "median", "quantile_cont"}
@@ -192,7 +193,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     single_checks: list[tuple[int, int]] = []  # (spec, position) for var_pop / stddev_pop
     constant_checks: list[tuple[int, int]] = []  # (spec, position of min, max next) for var
     first_rows: list[tuple[int, int]] = []  # (spec, position) for first/any_value on decimals
-    interval_rows: list[tuple[int, int, np.ndarray]] = []  # (spec, position, order): min/max
+    ranked_rows: list[tuple[int, int, np.ndarray]] = []  # (spec, position, order): min/max
     scaled_sums: list[int] = []  # specs whose DECIMAL SUM runs on scaled int64
     # (spec, position of the scaled sum, AVG: its count next) for DECIMAL AVG / double SUM
     scaled_doubles: list[tuple[int, int, bool]] = []
@@ -220,15 +221,15 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
             first_rows.append((i, len(simple)))
             simple.append((-1, (name, "min", pc.ScalarAggregateOptions(skip_nulls=True,
                                                                       min_count=1))))
-        elif spec.func in ("min", "max") and \
-                pa.types.is_interval(table.schema.field(spec.column).type):
-            # Arrow has no INTERVAL min/max: each row's rank in DuckDB's order (by length, a
-            # month = 30 days; equal lengths by row), the group's min/max rank, its row
+        elif spec.func in ("min", "max") and _ranked(table.schema.field(spec.column).type):
+            # Arrow has no INTERVAL or nested min/max: each row's rank in DuckDB's order (by
+            # length, a month = 30 days; nested values by their order bytes; equal values by
+            # row), the group's min/max rank, its row
             values = table[spec.column].combine_chunks()
-            ranks, order = _interval_ranks(values)
+            ranks, order = _order_ranks(values)
             name = f"__rank_{i}"
             work = work.append_column(name, ranks)
-            interval_rows.append((i, len(simple), order))
+            ranked_rows.append((i, len(simple), order))
             simple.append((-1, (name, spec.func, pc.ScalarAggregateOptions(skip_nulls=True,
                                                                           min_count=1))))
         elif spec.func in _KERNEL:
@@ -360,7 +361,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
         source = table[specs[i].column].combine_chunks()
         rows = grouped.column(n_keys + position).combine_chunks()
         results[i] = source.take(rows)
-    for i, position, order in interval_rows:
+    for i, position, order in ranked_rows:
         source = table[specs[i].column].combine_chunks()
         ranks = grouped.column(n_keys + position).combine_chunks()
         rows = pa.array(order).take(ranks) if len(order) else pa.nulls(len(ranks), pa.int64())
@@ -394,12 +395,21 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
     return pa.table(columns, names=names)
 
 
-def _interval_ranks(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """(rank of each row in DuckDB's INTERVAL order, NULL where NULL; the rows by rank).
-    Equal lengths rank by row, so MIN keeps the first of them and MAX the last."""
-    days, nanos = C.interval_order_parts(values)
-    order = pc.sort_indices(pa.table({"d": days, "n": nanos}),
-                            sort_keys=[("d", "ascending"), ("n", "ascending")]).to_numpy()
+def _ranked(t: pa.DataType) -> bool:
+    """Types whose MIN/MAX go through row ranks (Arrow has no kernel for them)."""
+    return pa.types.is_interval(t) or pa.types.is_nested(t)
+
+
+def _order_ranks(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """(rank of each row in DuckDB's order, NULL where NULL; the rows by rank): intervals by
+    length, nested values by their order bytes (kernels/order_keys.py). Equal values rank by
+    row, so MIN keeps the first of them and MAX the last."""
+    if pa.types.is_interval(values.type):
+        days, nanos = C.interval_order_parts(values)
+        order = pc.sort_indices(pa.table({"d": days, "n": nanos}),
+                                sort_keys=[("d", "ascending"), ("n", "ascending")]).to_numpy()
+    else:
+        order = pc.sort_indices(order_bytes(values)).to_numpy()
     ranks = np.empty(len(values), np.int64)
     ranks[order] = np.arange(len(values), dtype=np.int64)
     mask = None if values.null_count == 0 else np.asarray(

@@ -17,6 +17,10 @@ A NULL struct or list stays NULL: it joins nothing and groups with NULL::
     count(DISTINCT s)           ->  count(DISTINCT nested_key(s))
     OVER (PARTITION BY l)       ->  OVER (PARTITION BY nested_key(l))
 
+ORDER BY (of a query or a window) and ``<``, ``<=``, ``>``, ``>=`` on nested values go
+through their order-preserving bytes instead, ``nested_order_key(x)`` (kernels/order_keys.py),
+which sort as DuckDB orders the values (a NULL field or element after every value).
+
 Runs after decorrelation (its joins), before filter pushdown (whose equi keys then come out
 already encoded), and without the optimizer too: the plan cannot run otherwise.
 """
@@ -33,6 +37,7 @@ from plansight.engine.logical.expr import (
     Call,
     Column,
     Expr,
+    SortKey,
     WindowCall,
     next_id,
     transform,
@@ -40,6 +45,7 @@ from plansight.engine.logical.expr import (
 from plansight.engine.optimizer.rewrite import map_expressions
 
 _EQUALITIES = ("eq", "neq", "is_distinct_from", "is_not_distinct_from")
+_ORDERINGS = ("lt", "lte", "gt", "gte")
 _DISTINCT_BY_KEY = ("count",)
 
 
@@ -57,22 +63,40 @@ def key_of(expr: Expr) -> Expr:
     return Call("nested_key", (expr,), pa.binary()) if is_nested(expr.type) else expr
 
 
+def order_key_of(expr: Expr) -> Expr:
+    """``expr``'s order-preserving bytes if it is a struct, list or map (kernels/order_keys)."""
+    return Call("nested_order_key", (expr,), pa.binary()) \
+        if pa.types.is_nested(expr.type) else expr
+
+
+def _order_keys(keys: tuple[SortKey, ...]) -> tuple[SortKey, ...]:
+    return tuple(replace(k, expr=order_key_of(k.expr)) for k in keys)
+
+
 def _expression(expr: Expr) -> Expr:
     def fn(e: Expr) -> Expr:
         if isinstance(e, Call) and e.func in _EQUALITIES and any(
                 is_nested(a.type) for a in e.args):
             return replace(e, args=tuple(key_of(a) for a in e.args))
+        if isinstance(e, Call) and e.func in _ORDERINGS and any(
+                pa.types.is_nested(a.type) for a in e.args):
+            return replace(e, args=tuple(order_key_of(a) for a in e.args))
         if isinstance(e, AggregateCall) and e.distinct and e.func in _DISTINCT_BY_KEY and \
                 any(is_nested(a.type) for a in e.args):
             return replace(e, args=tuple(key_of(a) for a in e.args))
-        if isinstance(e, WindowCall) and any(is_nested(p.type) for p in e.partition_by):
-            return replace(e, partition_by=tuple(key_of(p) for p in e.partition_by))
+        if isinstance(e, WindowCall) and (
+                any(is_nested(p.type) for p in e.partition_by) or
+                any(pa.types.is_nested(k.expr.type) for k in e.order_by)):
+            return replace(e, partition_by=tuple(key_of(p) for p in e.partition_by),
+                           order_by=_order_keys(e.order_by))
         return e
     return transform(expr, fn)
 
 
 def _rewrite(node: lp.LogicalPlan) -> lp.LogicalPlan:
     node = map_expressions(node, _expression)
+    if isinstance(node, lp.Sort) and any(pa.types.is_nested(k.expr.type) for k in node.keys):
+        return replace(node, keys=_order_keys(node.keys))
     if isinstance(node, lp.Join) and any(is_nested(a.type) for pair in node.on for a in pair):
         return replace(node, on=tuple((key_of(a), key_of(b)) for a, b in node.on))
     if isinstance(node, lp.Aggregate) and any(is_nested(g.type) for g in node.group_exprs):

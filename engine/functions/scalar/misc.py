@@ -20,6 +20,7 @@ from plansight.engine.functions.scalar.registry import binder, call, expect_arit
 from plansight.engine.functions.scalar.utf8 import _parts as utf8_parts
 from plansight.engine.functions.scalar.vector import Value, broadcast, finish, from_numpy
 from plansight.engine.kernels.nested_keys import canonical_bytes
+from plansight.engine.kernels.order_keys import order_bytes
 from plansight.engine.logical.expr import Call, Expr, Literal
 
 
@@ -130,3 +131,11 @@ def nested_key_kernel(args: list[Value], call_: Call) -> Value:
     GROUP BY, DISTINCT, joins and comparisons key nested values by."""
     (values,), all_scalar = broadcast(args)
     return finish(canonical_bytes(values), all_scalar)
+
+
+@kernel("nested_order_key")
+def nested_order_key_kernel(args: list[Value], call_: Call) -> Value:
+    """The order-preserving bytes of a struct / list / map value (kernels/order_keys.py):
+    what ORDER BY and ``<`` sort and compare nested values by."""
+    (values,), all_scalar = broadcast(args)
+    return finish(order_bytes(values), all_scalar)
