@@ -281,28 +281,31 @@ class PhysicalPlanner:
         build_rows, probe_rows = (right_rows, left_rows) if build_right else \
             (left_rows, right_rows)
         partitions = self._join_partitions(kind, build_rows, probe_rows, node.null_aware)
+        # probe partitions may share a visited bitmap only within one process
+        parallel_probe = self.config.cluster is None
         if build_right:
             on = [(b, a) for a, b in node.on]
             join = HashJoinExec(right, left, on, kind, node.filter,
                                 null_aware=node.null_aware, null_equal=node.null_equal,
-                                partitions=partitions)
+                                partitions=partitions, parallel_probe=parallel_probe)
             return self._restore_order(join, node)
         return HashJoinExec(left, right, list(node.on), kind, node.filter,
                             null_aware=node.null_aware, null_equal=node.null_equal,
-                            partitions=partitions)
+                            partitions=partitions, parallel_probe=parallel_probe)
 
     def _join_partitions(self, kind: str, build_rows: float, probe_rows: float,
                          null_aware: bool) -> int | None:
         """CollectLeft (None: one shared build) while the estimated build side is under
         ``hash_join_single_partition_threshold_rows``, else Partitioned (both sides hashed
         into ``target_partitions``, built in parallel). A join that emits unmatched build
-        rows needs every probe row in one partition under CollectLeft: past the threshold
-        on the probe side it is partitioned too, so the probe is not funnelled into one."""
+        rows probes in parallel under CollectLeft by sharing its visited rows, which a plan
+        for a cluster can not: there it needs every probe row in one partition, so past the
+        threshold on the probe side it is partitioned too, not funnelled into one."""
         threshold = self.config.hash_join_single_partition_threshold_rows
         if self.config.target_partitions <= 1 or null_aware:
             return None
-        if build_rows >= threshold or (kind in SINGLE_PROBE_JOIN_TYPES and
-                                       probe_rows >= threshold):
+        funnelled = kind in SINGLE_PROBE_JOIN_TYPES and self.config.cluster is not None
+        if build_rows >= threshold or (funnelled and probe_rows >= threshold):
             return self.config.target_partitions
         return None
 

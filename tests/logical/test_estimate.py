@@ -180,8 +180,9 @@ def test_a_build_side_past_the_threshold_is_partitioned(kind):
 
 
 def test_a_large_probe_of_a_join_emitting_build_rows_is_not_funnelled_into_one_partition():
-    """A small build that emits its unmatched rows (LEFT JOIN built on the left) would need
-    every probe row in one partition under CollectLeft: a large probe is partitioned."""
+    """A small build that emits its unmatched rows (LEFT JOIN built on the left) keeps one
+    shared build whose probe partitions combine their matched rows; a plan for a cluster,
+    whose probe partitions may run in different processes, partitions a large probe."""
     tables = {"a": pa.table({"g": pa.array(np.arange(20), pa.int64())}),
               "b": pa.table({"g": pa.array(np.arange(3000) % 40, pa.int64())})}
     sql = "SELECT count(*), count(b.g) FROM a LEFT JOIN b ON a.g = b.g"
@@ -190,7 +191,11 @@ def test_a_large_probe_of_a_join_emitting_build_rows_is_not_funnelled_into_one_p
     for name, table in tables.items():
         s.register(name, table)
     text = s.sql(sql).explain()
-    assert "HashJoinExec: mode=Partitioned, join_type=left" in text, text
+    assert "HashJoinExec: mode=CollectLeft, join_type=left" in text, text
+    assert "DataSourceExec: table=b, memory rows=3000" in text.split("HashJoinExec")[1]
+    assert text.count("CoalescePartitionsExec") == 2, text  # the build and the partials
+    s.set_option("cluster", "local:2")
+    assert "HashJoinExec: mode=Partitioned, join_type=left" in s.sql(sql).explain()
     check(sql, tables, target_partitions=2, hash_join_single_partition_threshold_rows=1000)
 
 

@@ -60,6 +60,7 @@ QUERIES = {  # name: (SQL, physical join type)
 
 # (target_partitions, join mode); partitioned mode is forced by lowering the planner's
 # threshold, collect-left with 3 partitions shares one spilled build among 3 probe streams
+# (left, full, semi and anti joins: the last probe partition to split joins every bucket)
 MODES = [(1, "CollectLeft"), (3, "CollectLeft"), (2, "Partitioned")]
 
 
@@ -109,9 +110,6 @@ def _unlimited_result(tables, name, tmp_path) -> pa.Table:
 def test_spilled_join_equals_the_unlimited_run(tables, name, partitions, mode, tmp_path,
                                                monkeypatch):
     sql, join_type = QUERIES[name]
-    if partitions > 1 and mode == "CollectLeft" and join_type in ("left", "full", "left_semi",
-                                                                   "left_anti"):
-        pytest.skip("these join types read the probe side as one partition in CollectLeft")
     if mode == "Partitioned":
         if "not_in" in name:
             pytest.skip("NOT IN is always planned collect-left (it must see every build key)")
@@ -287,6 +285,7 @@ def test_an_interrupt_while_spilling_cancels_and_cleans_up(tables, tmp_path, mon
 
     with pytest.raises(Cancelled):
         s.sql(QUERIES["full_with_filter"][0]).execute()
-    assert len(calls) == 5
+    # the other probe partition may finish files of its own before it sees the cancellation
+    assert len(calls) >= 5
     assert list(tmp_path.iterdir()) == []
     assert _session_usable(s)

@@ -5,6 +5,14 @@ the others wait for it. Executing the build child once matters for correctness, 
 speed: a child containing a RepartitionExec must have exactly one consumer per partition.
 The reservation is freed (and a spilled build's files deleted) when the last probe partition
 is done.
+
+Probe partitions of a join that emits build rows after the probe (left, full, semi, anti) run
+side by side too: each marks the build rows it matched, and the last one to finish gets the
+union of the marks (``combine_visited``) and emits the build rows that depend on them:
+
+    probe partition 0 ──▶ visited₀ ─┐
+    probe partition 1 ──▶ visited₁ ─┼─ OR ─▶ the last to finish emits unmatched / semi / anti
+    ...                             ┘
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from plansight.engine.exec.context import TaskContext
@@ -70,8 +79,33 @@ class SharedBuild:
                     reservation.free()
                     raise
                 state = self._state = {"ctx": ctx, "value": value, "prepared": prepared,
-                                       "reservation": reservation, "done": 0}
+                                       "reservation": reservation, "done": 0,
+                                       "visited": None, "merged": 0, "spilled_probes": []}
             return state["value"], state["prepared"]
+
+    def combine_visited(self, ctx: TaskContext, visited: np.ndarray,
+                        partitions: int) -> np.ndarray | None:
+        """Add one probe partition's matched build rows; the union of all ``partitions``
+        for the last partition to call, None for the others."""
+        with self._lock:
+            state = self._state
+            if state["visited"] is None:
+                state["visited"] = visited.copy()
+            else:
+                state["visited"] |= visited
+            state["merged"] += 1
+            return state["visited"] if state["merged"] == partitions else None
+
+    def combine_spilled_probes(self, ctx: TaskContext, files: list,
+                               partitions: int) -> list[list] | None:
+        """Add one probe partition's spilled probe buckets (a spilled build's); for the last
+        partition to call, every partition's files grouped by bucket, None for the others."""
+        with self._lock:
+            state = self._state
+            state["spilled_probes"].append(files)
+            if len(state["spilled_probes"]) < partitions:
+                return None
+            return [list(bucket) for bucket in zip(*state["spilled_probes"])]
 
     def release(self, ctx: TaskContext, partitions: int) -> None:
         """Called once by each probe partition when it finishes (also on error)."""

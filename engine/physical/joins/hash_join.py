@@ -10,10 +10,17 @@ Keys decide with integers (principle 4): the build keys are numbered once by com
 tables (key_index.py, kernels/hash_table.py) and every probe batch is looked up in them with
 the GIL released, so probe partitions run on all cores. NULL keys never match.
 
+Collect-left joins that emit build rows after the probe (left, full, semi, anti) probe in
+parallel too (``parallel_probe``, DataFusion's shared visited bitmap): every probe partition
+marks the build rows it matched, and the last one to finish emits the build rows decided by
+the union of the marks (build.py). Without it (a plan cut into stages for a cluster, whose
+probe partitions may run in different processes) the probe side is merged into one partition.
+
 A build side the pool refuses (or that outgrows its share of the pool) spills: the join
 becomes a grace hash join, both sides split into hash buckets joined one at a time
 (join_spill). In collect-left mode the shared build spills its buckets once; each probe
-partition splits its own probe rows and reads every build bucket under its own reservation.
+partition splits its own probe rows and reads every build bucket under its own reservation
+(with ``parallel_probe``, the last partition to split joins every partition's buckets).
 """
 
 from __future__ import annotations
@@ -37,8 +44,8 @@ from plansight.engine.physical.plan import (
 )
 from plansight.engine.physical.vocabulary import JoinType
 
-#: join types that emit unmatched build rows: under CollectLeft they need every probe row in
-#: one partition (which build rows matched is known only after the whole probe side)
+#: join types that emit unmatched build rows: which build rows matched is known only after
+#: the whole probe side (one probe partition, or all of them with ``parallel_probe``)
 SINGLE_PROBE_JOIN_TYPES = frozenset({JoinType.LEFT, JoinType.FULL, JoinType.LEFT_SEMI,
                                      JoinType.LEFT_ANTI})
 
@@ -49,7 +56,7 @@ class HashJoinExec(ExecutionPlan):
     def __init__(self, left: ExecutionPlan, right: ExecutionPlan,
                  on: list[tuple[Expr, Expr]], join_type: str, filter: Expr | None = None,
                  null_aware: bool = False, null_equal: bool = False,
-                 partitions: int | None = None):
+                 partitions: int | None = None, parallel_probe: bool = False):
         super().__init__(join_schema(left.schema, right.schema, join_type))
         self.left, self.right, self.on = left, right, list(on)
         self.join_type, self.filter = JoinType.of(join_type), filter
@@ -57,6 +64,9 @@ class HashJoinExec(ExecutionPlan):
         self.null_equal = null_equal
         # None: CollectLeft (one shared build); N: Partitioned (both sides hashed into N)
         self.partitions = partitions
+        # collect-left, left/full/semi/anti: probe partitions combine their visited rows
+        self.parallel_probe = parallel_probe and partitions is None and not null_aware and \
+            self.join_type in SINGLE_PROBE_JOIN_TYPES
         self.dynamic_filters: list = []  # (build key, DynamicFilter) from push_dynamic_filters
         self.shared_build = SharedBuild(left, f"{self.name}[build]",
                                         collect=self._collect_shared, discard=_discard_spilled)
@@ -85,7 +95,8 @@ class HashJoinExec(ExecutionPlan):
 
     def with_new_children(self, children):
         return HashJoinExec(children[0], children[1], self.on, self.join_type, self.filter,
-                            self.null_aware, self.null_equal, self.partitions)
+                            self.null_aware, self.null_equal, self.partitions,
+                            self.parallel_probe)
 
     def required_input_distribution(self):
         if self.partitions is not None:
@@ -93,7 +104,7 @@ class HashJoinExec(ExecutionPlan):
                     hash_distribution([right for _, right in self.on], self.partitions)]
         # probe partitions share one build side; joins that must see every probe row
         # before emitting build rows need the probe side in one partition
-        needs_all_probe = self.join_type in SINGLE_PROBE_JOIN_TYPES
+        needs_all_probe = self.join_type in SINGLE_PROBE_JOIN_TYPES and not self.parallel_probe
         return [SINGLE_PARTITION, SINGLE_PARTITION if needs_all_probe else UNSPECIFIED]
 
     def output_partitioning(self):
@@ -181,7 +192,9 @@ class HashJoinExec(ExecutionPlan):
                     pass
                 return
             yield from self._join(build, index, self.right.execute(partition, ctx), ctx,
-                                  build_empty=build.num_rows == 0)
+                                  build_empty=build.num_rows == 0,
+                                  shared_visited=self.parallel_probe and
+                                  self.output_partitioning().count > 1)
         finally:
             if self.partitions is None:
                 self.shared_build.release(ctx, self.output_partitioning().count)
@@ -200,16 +213,22 @@ class HashJoinExec(ExecutionPlan):
             # build_empty: NOT IN drops NULL probe keys unless the *whole* build side is empty
             return self._join(table, self._index(table), probes, ctx, build_empty=False)
 
+        probe_streams = self.output_partitioning().count
         grace = GraceHashJoin(ctx, metrics, reservation, self.left.schema, self.right.schema,
                               self._build_keys, self._probe_keys, self.null_equal,
-                              self.join_type, join_bucket,
-                              probe_streams=self.output_partitioning().count)
+                              self.join_type, join_bucket, probe_streams=probe_streams)
+        combine = None
+        if self.parallel_probe and probe_streams > 1:
+            def combine(files):
+                return self.shared_build.combine_spilled_probes(ctx, files, probe_streams)
         yield from grace.run(build, self.right.execute(partition, ctx),
-                             build_owned=self.partitions is not None)
+                             build_owned=self.partitions is not None, combine=combine)
 
-    def _join(self, build: pa.Table, index: KeyIndex, probes, ctx, build_empty: bool):
+    def _join(self, build: pa.Table, index: KeyIndex, probes, ctx, build_empty: bool,
+              shared_visited: bool = False):
         """Probe an in-memory build side with a stream of batches; then the build rows
-        that depend on every probe row (outer, semi, anti)."""
+        that depend on every probe row (outer, semi, anti) — with ``shared_visited``, only
+        in the last probe partition to finish, from every partition's matches."""
         assembler = JoinAssembler(build, self.join_type, self.schema, self.filter)
         if index.needs_large_probes:
             # Arrow's index_in rebuilds the build-side hash set per call: probe with
@@ -230,6 +249,12 @@ class HashJoinExec(ExecutionPlan):
                 chunk_excluded = excluded[lo:lo + probe.num_rows] \
                     if excluded is not None else None
                 yield from assembler.probe(probe, probe_idx, build_idx, chunk_excluded)
+        if shared_visited:
+            visited = self.shared_build.combine_visited(
+                ctx, assembler.visited, self.output_partitioning().count)
+            if visited is None:
+                return  # another partition is still probing: it emits the build rows
+            assembler.visited = visited
         yield from assembler.finish(self.right.schema, ctx.batch_size)
 
 

@@ -184,6 +184,8 @@ def collect_build(batches: Iterator[pa.RecordBatch], schema: pa.Schema, keys: li
 
 # join_bucket(build rows of one bucket, probe batches of that bucket) -> output batches
 JoinBucket = Callable[[pa.Table, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+# one probe partition's bucket files -> every partition's, grouped by bucket (None: not last)
+CombineProbes = Callable[[list[SpillFile]], list[list[SpillFile]] | None]
 
 # join types whose output is empty for a bucket without build rows / without probe rows
 _EMPTY_WITHOUT_BUILD = ("inner", "left", "left_semi", "left_anti", "right_semi")
@@ -209,12 +211,22 @@ class GraceHashJoin:
         self._open: list[BucketWriters] = []  # writers to abort if the join stops early
 
     def run(self, build: SpilledBuild, probes: Iterator[pa.RecordBatch],
-            build_owned: bool) -> Iterator[pa.RecordBatch]:
+            build_owned: bool, combine: CombineProbes | None = None
+            ) -> Iterator[pa.RecordBatch]:
         """``build_owned``: this join may delete the build files (a shared build's are
-        read by every probe partition and deleted by the last one)."""
+        read by every probe partition and deleted by the last one). ``combine``: for a join
+        whose unmatched build rows depend on every probe partition, it gathers the
+        partitions' probe buckets; only the last partition to split (it gets them all back,
+        grouped by bucket) joins the buckets, so each bucket sees all of its probe rows."""
         try:
             probe_files = self._split(probes, self.probe_schema, self.probe_keys, 0)
-            yield from self._join_buckets(build.files, build_owned, probe_files, 0)
+            if combine is None:
+                groups = [[file] for file in probe_files]
+            else:
+                groups = combine(probe_files)
+                if groups is None:
+                    return
+            yield from self._join_buckets(build.files, build_owned, groups, 0)
         finally:
             for writers in self._open:
                 writers.abort()
@@ -229,24 +241,32 @@ class GraceHashJoin:
         self._open.remove(writers)
         return files
 
-    def _join_buckets(self, build_files, build_owned, probe_files, level):
-        remaining = list(zip(build_files, probe_files))
+    def _join_buckets(self, build_files, build_owned, probe_groups, level):
+        """``probe_groups[b]``: the probe files of bucket b (one per probe partition)."""
+        remaining = list(zip(build_files, probe_groups))
         try:
             while remaining:
-                build_file, probe_file = remaining.pop(0)
-                yield from self._join_bucket(build_file, build_owned, probe_file, level)
+                build_file, probe_files = remaining.pop(0)
+                yield from self._join_bucket(build_file, build_owned, probe_files, level)
         finally:
-            for build_file, probe_file in remaining:  # stopped early: delete what is left
+            for build_file, probe_files in remaining:  # stopped early: delete what is left
                 if build_owned:
                     self.manager.delete(build_file.path)
-                self.manager.delete(probe_file.path)
+                for probe_file in probe_files:
+                    self.manager.delete(probe_file.path)
 
-    def _join_bucket(self, build_file, build_owned, probe_file, level):
+    def _read_probes(self, probe_files):
+        for probe_file in probe_files:
+            yield from self.manager.read(probe_file, self.metrics)
+
+    def _join_bucket(self, build_file, build_owned, probe_files, level):
         if (build_file.rows == 0 and self.join_type in _EMPTY_WITHOUT_BUILD) or \
-                (probe_file.rows == 0 and self.join_type in _EMPTY_WITHOUT_PROBE):
+                (sum(f.rows for f in probe_files) == 0 and
+                 self.join_type in _EMPTY_WITHOUT_PROBE):
             if build_owned:
                 self.manager.delete(build_file.path)
-            self.manager.delete(probe_file.path)
+            for probe_file in probe_files:
+                self.manager.delete(probe_file.path)
             return
         held: list[pa.RecordBatch] = []
         reader = self.manager.read(build_file, self.metrics, delete=build_owned)
@@ -262,17 +282,19 @@ class GraceHashJoin:
                 held = []
                 reader.close()
                 self.reservation.resize(0)
-                probe_files = self._split(self.manager.read(probe_file, self.metrics),
-                                          self.probe_schema, self.probe_keys, level + 1)
-                yield from self._join_buckets(build_files, True, probe_files, level + 1)
+                split = self._split(self._read_probes(probe_files), self.probe_schema,
+                                    self.probe_keys, level + 1)
+                yield from self._join_buckets(build_files, True, [[f] for f in split],
+                                              level + 1)
                 return
             reader.close()
             table = pa.Table.from_batches(held, schema=self.build_schema).combine_chunks()
             held = []
-            yield from self.join_bucket(table, self.manager.read(probe_file, self.metrics))
+            yield from self.join_bucket(table, self._read_probes(probe_files))
         finally:
             reader.close()
-            self.manager.delete(probe_file.path)
+            for probe_file in probe_files:
+                self.manager.delete(probe_file.path)
             self.reservation.resize(0)
 
     def _resplit(self, held, refused, reader, build_file, refusal, level) -> list[SpillFile]:
