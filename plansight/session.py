@@ -125,6 +125,8 @@ OPTIONS = {
     "memory_pool_policy": _choice("memory_pool_policy", ("greedy", "fair")),
     "hash_join_single_partition_threshold_rows": _non_negative_int(
         "hash_join_single_partition_threshold_rows"),
+    "aggregate_single_final_threshold_rows": _non_negative_int(
+        "aggregate_single_final_threshold_rows"),
     "window_executor": _choice("window_executor", ("auto", "hash", "sorted", "partition")),
     "spill_merge_fan_in": _positive_int("spill_merge_fan_in"),
     "dynamic_filter_max_keys": _non_negative_int("dynamic_filter_max_keys"),

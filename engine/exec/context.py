@@ -40,6 +40,13 @@ class SessionConfig:
     #: Below 2.5M rows one shared build is cheaper than shuffling both inputs through Python
     #: queues (measured on TPC-H SF1 with 2 cores: a wash for 0.8-1.5M-row builds).
     hash_join_single_partition_threshold_rows: int = 2_500_000
+    #: A two-phase aggregate estimated to emit fewer groups merges its partial states in one
+    #: partition (the partials coalesced) instead of hashing them into ``target_partitions``
+    #: final aggregates: a few hundred state rows cost less to merge once than to route
+    #: through a repartition's queues, and what follows (a sort) needs no merge of runs.
+    #: 0: always hash the states (the test suite pins it so, to cover that path). Plans
+    #: for a cluster always hash them.
+    aggregate_single_final_threshold_rows: int = 10_000
     #: "auto" chooses per window; "hash", "sorted" or "partition" force an executor.
     window_executor: str = "auto"
     #: Most spilled runs merged at once; more runs merge in levels.

@@ -246,7 +246,12 @@ class PhysicalPlanner:
             # each input partition emits its own row per group
             partial.row_estimate = min(estimate_rows(node.input),
                                        estimate_rows(node) * partitioning.count)
-            return AggregateExec(partial, keys, specs, schema, mode="Final")
+            # few groups: the partial states merge in one partition, not hashed to many (in
+            # this process; on a cluster they cross a shuffle either way)
+            single_final = self.config.cluster is None and estimate_rows(node) < \
+                self.config.aggregate_single_final_threshold_rows
+            return AggregateExec(partial, keys, specs, schema, mode="Final",
+                                 single_final=single_final)
         return AggregateExec(pre, keys, specs, schema)
 
     def _plan_window(self, node: lp.Window) -> ExecutionPlan:

@@ -12,6 +12,7 @@ Single and Final compact as Partial reduces: every chunk of held rows becomes st
 merged into those held so far, so few groups hold little whatever the input's size.
 
     scan ─▶ Partial ─▶ Repartition(Hash(keys)) ─▶ Final      (only a few rows cross threads)
+    scan ─▶ Partial ─▶ CoalescePartitions ─▶ Final(single)  (few groups: one merge, no hashing)
 
 Input sorted on the group keys (``ordering_mode=Sorted`` in EXPLAIN, any mode): groups arrive
 one after another, so they stream out as each completes, without a hash table or a buffer
@@ -71,10 +72,12 @@ class AggregateExec(ExecutionPlan):
     name = "AggregateExec"
 
     def __init__(self, input: ExecutionPlan, keys: list[Column], specs: list[AggregateSpec],
-                 schema: pa.Schema, mode: str = "Single"):
+                 schema: pa.Schema, mode: str = "Single", single_final: bool = False):
         super().__init__(schema)
         self.input, self.keys, self.specs = input, list(keys), list(specs)
         self.mode = AggregateMode.of(mode)
+        # a Final aggregate of few groups: every partial state in one partition
+        self.single_final = single_final and self.mode is AggregateMode.FINAL
         # rows sorted on the group keys arrive group after group: stream, no hash table
         self.sorted_prefix = self._sorted_key_prefix()
 
@@ -82,12 +85,13 @@ class AggregateExec(ExecutionPlan):
         return [self.input]
 
     def with_new_children(self, children):
-        return AggregateExec(children[0], self.keys, self.specs, self.schema, self.mode)
+        return AggregateExec(children[0], self.keys, self.specs, self.schema, self.mode,
+                             self.single_final)
 
     def required_input_distribution(self):
         if self.mode is AggregateMode.PARTIAL:
             return [UNSPECIFIED]
-        if not self.keys:
+        if not self.keys or self.single_final:
             return [SINGLE_PARTITION]
         return [hash_distribution(self.keys)]
 
@@ -95,7 +99,7 @@ class AggregateExec(ExecutionPlan):
         part = self.input.output_partitioning()
         if self.mode is AggregateMode.PARTIAL:
             return Partitioning(part.count)
-        if part.count == 1:
+        if part.count == 1 or self.single_final:  # single_final: a merge is inserted below
             return Partitioning(1)
         equivalences = self.input.equivalences()
         if part.hash_exprs is None or not hash_distribution(self.keys).satisfied_by(
