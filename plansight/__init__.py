@@ -7,7 +7,12 @@
 
 from __future__ import annotations
 
-from plansight.errors import (
+from plansight.engine.exec.allocator import arrow_pool_before_import
+
+# before anything loads pyarrow: Arrow C++ reads its default pool once, when it loads
+arrow_pool_before_import()
+
+from plansight.errors import (  # noqa: E402 (all after the pool is chosen)
     Cancelled,
     ExecutionError,
     InternalError,
@@ -17,9 +22,9 @@ from plansight.errors import (
     ResourcesExhausted,
     SqlSyntaxError,
 )
-from plansight.query import Query, QueryRun
-from plansight.query_history import history
-from plansight.session import Session
+from plansight.query import Query, QueryRun  # noqa: E402
+from plansight.query_history import history  # noqa: E402
+from plansight.session import Session  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -16,14 +16,37 @@ next allocation. Measured on that query: CPU per run 0.32 s -> 0.21 s at 1x rows
 freed memory may stay mapped between queries (as in the arenas of engines built on
 jemalloc/mimalloc). Only glibc is tuned; elsewhere this is a no-op.
 
-Arrow keeps its own pool. Moving Arrow onto glibc too, as a first version did, fragmented the
-heap without bound: a 2M-row sort peaked at 3.9 GB instead of 260 MB, and a 10M-row sort was
-killed by the kernel's OOM killer. ``use_returning_arrow_pool`` picks jemalloc for it where
-pyarrow has it: mimalloc (pyarrow's default) kept what queries freed, and unlike jemalloc
-(``release_unused`` purges its arenas) it does not give it back on request. Measured over
-the 22 TPC-H SF 1 queries in one process (glibc retention off, to see Arrow's part): whole-run
-peak RSS 803 MiB with mimalloc, 650 MiB with jemalloc, same CPU time; after the run and a
-release, 575 MiB stayed resident with mimalloc, 378 MiB with jemalloc.
+Arrow's pool follows glibc's. Where the retention above applies (glibc, one arena, trimmed
+at every query's end), Arrow goes on that same heap (Arrow's system pool): its freed buffers
+are then reused within the query like numpy's and given back by the same ``malloc_trim``.
+Arrow has two defaults, and both must move. ``pyarrow.set_memory_pool`` (what
+``use_returning_arrow_pool`` calls at a Session's start) redirects only what Python-facing
+calls allocate; Arrow C++'s own default, which its internals use (Parquet decoding, some
+kernels), is fixed from ``ARROW_DEFAULT_MEMORY_POOL`` when pyarrow loads, and stayed on
+mimalloc: a 1 GiB mimalloc region kept 60-70 MiB resident after TPC-H Q1, Q18 and Q9, which
+no release returned. So ``arrow_pool_before_import`` (run by ``import plansight``) sets that
+variable when pyarrow is not loaded yet; a process that loaded pyarrow first gets only the
+Python-side switch. Resident after TPC-H Q1, Q18 and Q9 and the release: 444 MiB with
+jemalloc set from Python and the C++ default on mimalloc (as before), ~345 MiB with the
+system pool set from Python only, 262 MiB with both on the system pool (jemalloc with its
+decay at 0, which costs a page fault per reuse: ~364, the C++ default on mimalloc). Over the
+22 TPC-H SF 1 queries in one process, both defaults through the variable (runs interleaved):
+RSS between queries 270-300 MiB on the system pool, 310-420 MiB on jemalloc; whole-run peak
+RSS 503/510 MiB against 513/533 (560-645 MiB with the C++ default left on mimalloc, as
+before); CPU per query the same (geomean 0.530 s jemalloc, 0.520 s system, the Python-side
+pools alternated query by query in one process).
+Elsewhere (glibc's defaults: an arena per thread, not trimmed on request; other C
+libraries) Arrow goes to jemalloc where pyarrow has it: mimalloc (pyarrow's default) keeps
+what queries freed and, unlike jemalloc (``release_unused`` purges its arenas), does not
+give it back on request.
+
+History, so nobody repeats it: Arrow on a glibc heap with an arena per thread (before one
+arena and the trim per query) fragmented without bound: a 2M-row sort peaked at 3.9 GB
+instead of 260 MB, and a 10M-row sort was killed by the OOM killer. On one trimmed arena the
+2M-row sort peaks at ~235 MiB and the 10M-row one at ~670 MiB (jemalloc: ~250 / ~690).
+Whole-run peak RSS over the 22 TPC-H SF 1 queries, from the start: 1,012 MiB on mimalloc with
+retention unbounded in time, 735 MiB on jemalloc with a release per query, 625-700 MiB with
+one arena too (C++ default still mimalloc), ~500-510 MiB with all of Arrow on that arena.
 
 ``release_freed_memory`` bounds the retention in time: a query's freed buffers are reused
 within it (where the page faults were measured), and given back when it ends (``malloc_trim``
@@ -31,9 +54,7 @@ and Arrow's ``release_unused``), so one large query does not leave its high-wate
 resident for every later one (TPC-H Q18 left ~450 MiB of free heap behind). For that, glibc
 keeps a single arena: ``malloc_trim`` returns the free top of the main heap and free pages
 inside any heap, but never the free top of a thread's arena (up to 64 MiB each, one per
-worker thread that allocated), and those were most of what stayed. Whole-run peak RSS over
-the 22 TPC-H SF 1 queries: 1,012 MiB before (mimalloc, retention unbounded in time), 735 MiB
-with jemalloc and a release per query, 625 MiB with one arena too.
+worker thread that allocated), and those were most of what stayed.
 """
 
 from __future__ import annotations
@@ -42,6 +63,7 @@ import ctypes
 import ctypes.util
 import os
 import platform
+import sys
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
@@ -84,15 +106,48 @@ def retain_freed_memory(limit: int = DEFAULT_LIMIT) -> bool:
     return ok
 
 
+def _retention_possible(environ) -> bool:
+    """Whether ``retain_freed_memory`` will apply: glibc, and not opted out."""
+    libc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names \
+        else None
+    return environ.get("PLANSIGHT_RETAIN_MEMORY", "1") != "0" and bool(libc) and \
+        libc.startswith("glibc")
+
+
+def arrow_pool_before_import(environ=None, modules=None) -> str | None:
+    """Point Arrow C++'s default pool at the system allocator (``ARROW_DEFAULT_MEMORY_POOL``)
+    while pyarrow is not loaded yet, where the glibc retention will apply and no pool was
+    chosen; returns the pool set, or None when nothing was set.
+
+    Only the variable is set here (no allocator is tuned until a Session starts): Arrow
+    reads it once, when it loads, and ``pyarrow.set_memory_pool`` later cannot move what
+    Arrow C++ allocates internally.
+
+    Example:
+        >>> arrow_pool_before_import({}, {"pyarrow": object()}) is None  # loaded: too late
+        True
+    """
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    if "pyarrow" in modules or environ.get("ARROW_DEFAULT_MEMORY_POOL") or \
+            not _retention_possible(environ):
+        return None
+    environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+    return "system"
+
+
 _arrow_pool_chosen = False
 
 
 def use_returning_arrow_pool() -> str:
-    """Make jemalloc Arrow's default pool where pyarrow has it; returns the pool's backend.
+    """Put Arrow's default pool where freed memory goes back to the OS when a query ends;
+    returns the pool's backend.
 
-    Process-wide and idempotent. A pool chosen by the user (``ARROW_DEFAULT_MEMORY_POOL`` in
-    the environment, or ``pyarrow.set_memory_pool`` to anything but mimalloc) is kept.
-    Buffers already allocated keep their pool: switching is safe at any time.
+    The system pool when ``retain_freed_memory`` applied (one glibc arena, trimmed per
+    query), else jemalloc where pyarrow has it. Process-wide and idempotent. A pool chosen
+    by the user (``ARROW_DEFAULT_MEMORY_POOL`` in the environment, or
+    ``pyarrow.set_memory_pool`` to anything but mimalloc) is kept. Buffers already allocated
+    keep their pool: switching is safe at any time.
 
     Example:
         >>> use_returning_arrow_pool() in ("jemalloc", "mimalloc", "system")
@@ -105,10 +160,13 @@ def use_returning_arrow_pool() -> str:
         _arrow_pool_chosen = True
         if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL") and \
                 pa.default_memory_pool().backend_name == "mimalloc":
-            try:
-                pa.set_memory_pool(pa.jemalloc_memory_pool())
-            except (NotImplementedError, pa.ArrowException):
-                pass  # a pyarrow built without jemalloc keeps its default
+            if _applied is not None:
+                pa.set_memory_pool(pa.system_memory_pool())
+            else:
+                try:
+                    pa.set_memory_pool(pa.jemalloc_memory_pool())
+                except (NotImplementedError, pa.ArrowException):
+                    pass  # a pyarrow built without jemalloc keeps its default
     return pa.default_memory_pool().backend_name
 
 
