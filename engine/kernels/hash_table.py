@@ -189,10 +189,13 @@ def int_lookup(values, valid, table):
 def range_factorize(values, valid, low, size):
     """int_factorize for keys known to lie in [low, low + size): the table is an array
     indexed by ``value - low`` (a perfect hash), so a key costs one access, in key order
-    when the keys are sorted, and the table never grows."""
+    when the keys are sorted, and the table never grows. Its entries are int32 (``size``
+    below 2**31: an id is below it): half the memory of int64, which mattered because the
+    table spans the key range, not the keys (TPC-H Q18's final aggregate: 6M slots for
+    750K orders per partition, 48 -> 24 MiB each)."""
     n = len(values)
     ids = np.empty(n, np.int64)
-    table = np.full(size, -1, np.int64)
+    table = np.full(size, -1, np.int32)
     uniques = np.empty(min(n, size), np.int64)
     count = 0
     previous = -1  # as in int_factorize: a run of one key skips the table

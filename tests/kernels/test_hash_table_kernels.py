@@ -176,6 +176,7 @@ def test_range_factorize_and_lookup_equal_a_dict(case):
     low = int(values.min()) if len(values) else 0
     size = int(values.max()) - low + 1 if len(values) else 1
     ids, table, uniques = ht.range_factorize(values, valid, low, size)
+    assert table.dtype == np.int32  # 4 bytes per slot: the table spans the key range
     assert ids.tolist() == _reference_ids(values, valid).tolist()
     assert uniques.tolist() == list(dict.fromkeys(values[valid].tolist()))
     info = np.iinfo(np.int64)
