@@ -16,37 +16,30 @@ next allocation. Measured on that query: CPU per run 0.32 s -> 0.21 s at 1x rows
 freed memory may stay mapped between queries (as in the arenas of engines built on
 jemalloc/mimalloc). Only glibc is tuned; elsewhere this is a no-op.
 
-Arrow's pool follows glibc's. Where the retention above applies (glibc, one arena, trimmed
-at every query's end), Arrow goes on that same heap (Arrow's system pool): its freed buffers
-are then reused within the query like numpy's and given back by the same ``malloc_trim``.
-Arrow has two defaults, and both must move. ``pyarrow.set_memory_pool`` (what
-``use_returning_arrow_pool`` calls at a Session's start) redirects only what Python-facing
+Arrow has two default pools, and both must give memory back. ``pyarrow.set_memory_pool``
+(what ``use_returning_arrow_pool`` calls at a Session's start) moves only what Python-facing
 calls allocate; Arrow C++'s own default, which its internals use (Parquet decoding, some
 kernels), is fixed from ``ARROW_DEFAULT_MEMORY_POOL`` when pyarrow loads, and stayed on
-mimalloc: a 1 GiB mimalloc region kept 60-70 MiB resident after TPC-H Q1, Q18 and Q9, which
-no release returned. So ``arrow_pool_before_import`` (run by ``import plansight``) sets that
-variable when pyarrow is not loaded yet; a process that loaded pyarrow first gets only the
-Python-side switch. Resident after TPC-H Q1, Q18 and Q9 and the release: 444 MiB with
-jemalloc set from Python and the C++ default on mimalloc (as before), ~345 MiB with the
-system pool set from Python only, 262 MiB with both on the system pool (jemalloc with its
-decay at 0, which costs a page fault per reuse: ~364, the C++ default on mimalloc). Over the
-22 TPC-H SF 1 queries in one process, both defaults through the variable (runs interleaved):
-RSS between queries 270-300 MiB on the system pool, 310-420 MiB on jemalloc; whole-run peak
-RSS 503/510 MiB against 513/533 (560-645 MiB with the C++ default left on mimalloc, as
-before); CPU per query the same (geomean 0.530 s jemalloc, 0.520 s system, the Python-side
-pools alternated query by query in one process).
-Elsewhere (glibc's defaults: an arena per thread, not trimmed on request; other C
-libraries) Arrow goes to jemalloc where pyarrow has it: mimalloc (pyarrow's default) keeps
-what queries freed and, unlike jemalloc (``release_unused`` purges its arenas), does not
-give it back on request.
+mimalloc, which keeps what it freed: a 1 GiB mimalloc region held 60-70 MiB after TPC-H Q1,
+Q18 and Q9, and no release returned it. So ``arrow_pool_before_import`` (run by ``import
+plansight``) sets that variable to jemalloc while pyarrow is not loaded yet; a process that
+loaded pyarrow first gets only the Python-side switch. jemalloc rather than mimalloc: unlike
+mimalloc, ``release_unused`` purges its arenas (the Python side alone, glibc retention off:
+whole-run peak 803 MiB on mimalloc, 650 on jemalloc; 575 against 378 MiB resident after the
+run and a release). Measured over the 22 TPC-H SF 1 queries in one process (whole-run peak
+RSS, two runs each, interleaved): 609/645 MiB with only the Python side on jemalloc (as
+before), 540/551 MiB with both, and 511/479 MiB with both on glibc's system pool, which
+shares the one trimmed arena with numpy; but wall time rose ~20% at the same CPU time
+(geomean 0.82/0.63 s jemalloc, 1.01/0.76 s system), the partitions apparently waiting on
+that one arena's lock, so the system pool is not used.
 
-History, so nobody repeats it: Arrow on a glibc heap with an arena per thread (before one
-arena and the trim per query) fragmented without bound: a 2M-row sort peaked at 3.9 GB
-instead of 260 MB, and a 10M-row sort was killed by the OOM killer. On one trimmed arena the
-2M-row sort peaks at ~235 MiB and the 10M-row one at ~670 MiB (jemalloc: ~250 / ~690).
-Whole-run peak RSS over the 22 TPC-H SF 1 queries, from the start: 1,012 MiB on mimalloc with
-retention unbounded in time, 735 MiB on jemalloc with a release per query, 625-700 MiB with
-one arena too (C++ default still mimalloc), ~500-510 MiB with all of Arrow on that arena.
+History, so nobody repeats it: Arrow on a glibc heap with an arena per thread fragmented
+without bound (a 2M-row sort peaked at 3.9 GB instead of 260 MB, a 10M-row sort was killed
+by the OOM killer); on the one trimmed arena it did not (243 / 675 MiB), but it was slower,
+as above. Whole-run peak RSS over the 22 TPC-H SF 1 queries, from the start: 1,012 MiB on
+mimalloc with retention unbounded in time, 735 MiB on jemalloc with a release per query,
+625-700 MiB with one arena too (the C++ default still on mimalloc), ~540-550 MiB with
+both Arrow defaults on jemalloc.
 
 ``release_freed_memory`` bounds the retention in time: a query's freed buffers are reused
 within it (where the page faults were measured), and given back when it ends (``malloc_trim``
@@ -106,22 +99,13 @@ def retain_freed_memory(limit: int = DEFAULT_LIMIT) -> bool:
     return ok
 
 
-def _retention_possible(environ) -> bool:
-    """Whether ``retain_freed_memory`` will apply: glibc, and not opted out."""
-    libc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names \
-        else None
-    return environ.get("PLANSIGHT_RETAIN_MEMORY", "1") != "0" and bool(libc) and \
-        libc.startswith("glibc")
-
-
 def arrow_pool_before_import(environ=None, modules=None) -> str | None:
-    """Point Arrow C++'s default pool at the system allocator (``ARROW_DEFAULT_MEMORY_POOL``)
-    while pyarrow is not loaded yet, where the glibc retention will apply and no pool was
-    chosen; returns the pool set, or None when nothing was set.
+    """Point Arrow C++'s default pool at jemalloc (``ARROW_DEFAULT_MEMORY_POOL``) while
+    pyarrow is not loaded yet, on Linux (whose pyarrow builds have jemalloc) where no pool
+    was chosen; returns the pool set, or None when nothing was set.
 
-    Only the variable is set here (no allocator is tuned until a Session starts): Arrow
-    reads it once, when it loads, and ``pyarrow.set_memory_pool`` later cannot move what
-    Arrow C++ allocates internally.
+    Only the variable is set here: Arrow reads it once, when it loads, and
+    ``pyarrow.set_memory_pool`` later cannot move what Arrow C++ allocates internally.
 
     Example:
         >>> arrow_pool_before_import({}, {"pyarrow": object()}) is None  # loaded: too late
@@ -130,24 +114,21 @@ def arrow_pool_before_import(environ=None, modules=None) -> str | None:
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
     if "pyarrow" in modules or environ.get("ARROW_DEFAULT_MEMORY_POOL") or \
-            not _retention_possible(environ):
+            not sys.platform.startswith("linux"):
         return None
-    environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
-    return "system"
+    environ["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
+    return "jemalloc"
 
 
 _arrow_pool_chosen = False
 
 
 def use_returning_arrow_pool() -> str:
-    """Put Arrow's default pool where freed memory goes back to the OS when a query ends;
-    returns the pool's backend.
+    """Make jemalloc Arrow's default pool where pyarrow has it; returns the pool's backend.
 
-    The system pool when ``retain_freed_memory`` applied (one glibc arena, trimmed per
-    query), else jemalloc where pyarrow has it. Process-wide and idempotent. A pool chosen
-    by the user (``ARROW_DEFAULT_MEMORY_POOL`` in the environment, or
-    ``pyarrow.set_memory_pool`` to anything but mimalloc) is kept. Buffers already allocated
-    keep their pool: switching is safe at any time.
+    Process-wide and idempotent. A pool chosen by the user (``ARROW_DEFAULT_MEMORY_POOL`` in
+    the environment, or ``pyarrow.set_memory_pool`` to anything but mimalloc) is kept.
+    Buffers already allocated keep their pool: switching is safe at any time.
 
     Example:
         >>> use_returning_arrow_pool() in ("jemalloc", "mimalloc", "system")
@@ -160,13 +141,10 @@ def use_returning_arrow_pool() -> str:
         _arrow_pool_chosen = True
         if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL") and \
                 pa.default_memory_pool().backend_name == "mimalloc":
-            if _applied is not None:
-                pa.set_memory_pool(pa.system_memory_pool())
-            else:
-                try:
-                    pa.set_memory_pool(pa.jemalloc_memory_pool())
-                except (NotImplementedError, pa.ArrowException):
-                    pass  # a pyarrow built without jemalloc keeps its default
+            try:
+                pa.set_memory_pool(pa.jemalloc_memory_pool())
+            except (NotImplementedError, pa.ArrowException):
+                pass  # a pyarrow built without jemalloc keeps its default
     return pa.default_memory_pool().backend_name
 
 
