@@ -7,10 +7,13 @@
 
 from __future__ import annotations
 
-from plansight.engine.exec.allocator import arrow_pool_before_import
+from plansight.engine.exec.allocator import (
+    arrow_pool_before_import,
+    restore_arrow_pool_variable,
+)
 
 # before anything loads pyarrow: Arrow C++ reads its default pool once, when it loads
-arrow_pool_before_import()
+_arrow_pool = arrow_pool_before_import()
 
 from plansight.errors import (  # noqa: E402 (all after the pool is chosen)
     Cancelled,
@@ -25,6 +28,10 @@ from plansight.errors import (  # noqa: E402 (all after the pool is chosen)
 from plansight.query import Query, QueryRun  # noqa: E402
 from plansight.query_history import history  # noqa: E402
 from plansight.session import Session  # noqa: E402
+
+if _arrow_pool is not None:
+    # read by now (pyarrow is loaded): child processes keep the user's environment
+    restore_arrow_pool_variable()
 
 __version__ = "0.1.0"
 

@@ -22,16 +22,16 @@ calls allocate; Arrow C++'s own default, which its internals use (Parquet decodi
 kernels), is fixed from ``ARROW_DEFAULT_MEMORY_POOL`` when pyarrow loads, and stayed on
 mimalloc, which keeps what it freed: a 1 GiB mimalloc region held 60-70 MiB after TPC-H Q1,
 Q18 and Q9, and no release returned it. So ``arrow_pool_before_import`` (run by ``import
-plansight``) sets that variable to jemalloc while pyarrow is not loaded yet; a process that
-loaded pyarrow first gets only the Python-side switch. jemalloc rather than mimalloc: unlike
-mimalloc, ``release_unused`` purges its arenas (the Python side alone, glibc retention off:
-whole-run peak 803 MiB on mimalloc, 650 on jemalloc; 575 against 378 MiB resident after the
-run and a release). Measured over the 22 TPC-H SF 1 queries in one process (whole-run peak
-RSS, two runs each, interleaved): 609/645 MiB with only the Python side on jemalloc (as
-before), 540/551 MiB with both, and 511/479 MiB with both on glibc's system pool, which
-shares the one trimmed arena with numpy; but wall time rose ~20% at the same CPU time
-(geomean 0.82/0.63 s jemalloc, 1.01/0.76 s system), the partitions apparently waiting on
-that one arena's lock, so the system pool is not used.
+plansight``) sets that variable to jemalloc while pyarrow is not loaded yet (and removes it
+once pyarrow has read it); a process that loaded pyarrow first gets only the Python-side
+switch. jemalloc rather than mimalloc: unlike mimalloc, ``release_unused`` purges its arenas
+(the Python side alone, glibc retention off: whole-run peak 803 MiB on mimalloc, 650 on
+jemalloc; 575 against 378 MiB resident after the run and a release). Measured over the 22
+TPC-H SF 1 queries in one process (whole-run peak RSS, two runs each, interleaved): 609/645
+MiB with only the Python side on jemalloc (as before), 540/551 MiB with both, and 511/479
+MiB with both on glibc's system pool, which shares the one trimmed arena with numpy; but
+wall time rose ~20% at the same CPU time (geomean 0.82/0.63 s jemalloc, 1.01/0.76 s system),
+the partitions apparently waiting on that one arena's lock, so the system pool is not used.
 
 History, so nobody repeats it: Arrow on a glibc heap with an arena per thread fragmented
 without bound (a 2M-row sort peaked at 3.9 GB instead of 260 MB, a 10M-row sort was killed
@@ -118,6 +118,22 @@ def arrow_pool_before_import(environ=None, modules=None) -> str | None:
         return None
     environ["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
     return "jemalloc"
+
+
+def restore_arrow_pool_variable(environ=None, modules=None) -> bool:
+    """Remove the variable ``arrow_pool_before_import`` set, once pyarrow has loaded and read
+    it, so child processes see the user's environment; True if removed.
+
+    Example:
+        >>> restore_arrow_pool_variable({"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}, {})
+        False
+    """
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    if "pyarrow" not in modules or environ.get("ARROW_DEFAULT_MEMORY_POOL") != "jemalloc":
+        return False
+    del environ["ARROW_DEFAULT_MEMORY_POOL"]
+    return True
 
 
 _arrow_pool_chosen = False
