@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from plansight.engine.logical.plan import LogicalPlan
+from plansight.engine.optimizer.bigint_sum_after_having import bigint_sum_after_having
 from plansight.engine.optimizer.decorrelate_subqueries import decorrelate_subqueries
 from plansight.engine.optimizer.eliminate_cross_joins import eliminate_cross_joins
 from plansight.engine.optimizer.encode_nested_keys import encode_nested_keys
@@ -20,6 +21,7 @@ RULES = (
     decorrelate_subqueries,  # before pushdown: subqueries become joins filters can move into
     encode_nested_keys,      # struct / list keys by their bytes (also the decorrelated joins')
     exact_integer_avg,       # AVG of integers from an exact DECIMAL(38, 0) sum
+    bigint_sum_after_having,  # integer SUM held to BIGINT only in the groups HAVING keeps
     eliminate_cross_joins,   # FROM a, b, c: join in the order equalities connect them
     push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
     reorder_joins,           # with filters below the joins, so estimates see them
@@ -33,8 +35,10 @@ RULES = (
 
 # Rules a plan cannot run without: the physical planner has no operator for a subquery.
 # Nor for a struct or list key: Arrow hashes no nested values.
-# An exact integer AVG is the result, not an optimization: both plans compute it.
-REQUIRED = (decorrelate_subqueries, encode_nested_keys, exact_integer_avg)
+# An exact integer AVG is the result, not an optimization: both plans compute it; so is
+# which groups an integer SUM past BIGINT fails in.
+REQUIRED = (decorrelate_subqueries, encode_nested_keys, exact_integer_avg,
+            bigint_sum_after_having)
 
 
 def optimize(plan: LogicalPlan, enabled: bool = True) -> LogicalPlan:
