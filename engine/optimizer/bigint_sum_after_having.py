@@ -20,8 +20,15 @@ import pyarrow as pa
 
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.logical import plan as lp
-from plansight.engine.logical.expr import AggregateCall, Call, Column, Expr, Literal, \
-    next_id, replace_columns
+from plansight.engine.logical.expr import (
+    AggregateCall,
+    Call,
+    Column,
+    Expr,
+    Literal,
+    next_id,
+    replace_columns,
+)
 
 _EXACT = pa.decimal128(38, 0)
 
