@@ -68,7 +68,9 @@ def _push(plan: lp.LogicalPlan, predicates: list[Expr]) -> lp.LogicalPlan:
     """``plan`` filtered by ``predicates``, with filters pushed as deep as they can go."""
     if isinstance(plan, lp.Filter):
         conjuncts = [f for c in split_conjunction(plan.predicate) for f in factor_disjunction(c)]
-        return _push(plan.input, predicates + conjuncts)
+        # the lower filter's conjuncts first: they run first (a FilterExec evaluates each
+        # conjunct only on the rows the ones before it keep, errors in written order)
+        return _push(plan.input, conjuncts + predicates)
     if isinstance(plan, lp.Projection):
         mapping = {o.id: e for o, e in zip(plan.outputs, plan.exprs)}
         down, stay = [], []
@@ -124,7 +126,9 @@ def _push_join(join: lp.Join, predicates: list[Expr]) -> lp.LogicalPlan:
     # WHERE predicates: for inner/cross joins everything may move into the join
     for p in predicates:
         cols = columns_of(p)
-        if cols <= left_ids and kind in ("inner", "cross", "left", "semi", "anti"):
+        if _constant(p):
+            above.append(p)
+        elif cols <= left_ids and kind in ("inner", "cross", "left", "semi", "anti"):
             to_left.append(p)
         elif cols <= right_ids and kind in ("inner", "cross", "right"):
             to_right.append(p)
@@ -140,7 +144,9 @@ def _push_join(join: lp.Join, predicates: list[Expr]) -> lp.LogicalPlan:
     # ON conditions: one-sided ones go to the side the join does not preserve
     for c in conditions:
         cols = columns_of(c)
-        if cols <= right_ids and kind in ("inner", "cross", "left", "semi", "anti"):
+        if _constant(c):
+            join_conditions.append(c)
+        elif cols <= right_ids and kind in ("inner", "cross", "left", "semi", "anti"):
             to_right.append(c)
         elif cols <= left_ids and kind in ("inner", "cross", "right"):
             to_left.append(c)
@@ -155,6 +161,15 @@ def _push_join(join: lp.Join, predicates: list[Expr]) -> lp.LogicalPlan:
     if new_kind in ("semi", "anti"):
         new = _sink_semi_join(new)
     return _wrap(new, above)
+
+
+def _constant(predicate: Expr) -> bool:
+    """Whether ``predicate`` reads no column yet is no literal: constant folding left it
+    because evaluating it raises (``CAST(2147483647 AS INTEGER) + 1 > 0``) or it is volatile.
+    It stays where it was written, above the join (a WHERE) or on the joined pairs (an ON):
+    pushed to one side it would run on that side's rows though the join has no row (DuckDB
+    returns no rows, no error)."""
+    return not isinstance(predicate, Literal) and not columns_of(predicate)
 
 
 def _sink_semi_join(join: lp.Join) -> lp.LogicalPlan:

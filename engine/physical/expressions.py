@@ -6,9 +6,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.engine.errors import InternalError
+from plansight.engine.errors import ExecutionError, InternalError, ResourcesExhausted, WorkerLost
 from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
-from plansight.engine.logical.expr import Call, Cast, Column, Expr, Literal
+from plansight.engine.logical.expr import Call, Cast, Column, Expr, Literal, split_conjunction
 
 
 def evaluate(expr: Expr, batch: pa.RecordBatch | pa.Table) -> pa.Array:
@@ -23,9 +23,34 @@ def evaluate(expr: Expr, batch: pa.RecordBatch | pa.Table) -> pa.Array:
 
 
 def evaluate_predicate(expr: Expr, batch: pa.RecordBatch | pa.Table) -> pa.Array:
-    """A boolean mask where NULL counts as false (SQL WHERE semantics)."""
-    mask = evaluate(expr, batch)
+    """A boolean mask where NULL counts as false (SQL WHERE semantics).
+
+    A conjunction that raises is evaluated again in its written order: each conjunct on the
+    rows the ones before it keep (TRUE; a NULL rejects the row as FALSE does, as in DuckDB's
+    filters), and the error stands only if it comes from one of them.
+    """
+    try:
+        mask = evaluate(expr, batch)
+    except (ResourcesExhausted, WorkerLost):
+        raise
+    except ExecutionError:  # overflow, conversion, ...: perhaps on a rejected row
+        conjuncts = split_conjunction(expr)
+        if len(conjuncts) == 1:
+            raise
+        return _kept_in_written_order(conjuncts, batch)
     return pc.fill_null(mask, False) if mask.null_count else mask
+
+
+def _kept_in_written_order(conjuncts: list[Expr], batch) -> pa.Array:
+    kept = np.zeros(batch.num_rows, dtype=bool)
+    positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
+    for conjunct in conjuncts:
+        mask = evaluate_predicate(conjunct, batch)
+        batch, positions = batch.filter(mask), positions.filter(mask)
+        if not len(positions):
+            break
+    kept[positions.to_numpy()] = True
+    return pa.array(kept)
 
 
 def _evaluate(expr: Expr, batch) -> pa.Array | pa.Scalar:
@@ -43,6 +68,8 @@ def _evaluate(expr: Expr, batch) -> pa.Array | pa.Scalar:
             return _evaluate_case(expr, batch)
         if expr.func == "coalesce" and len(expr.args) > 1:
             return _evaluate_coalesce(expr, batch)
+        if expr.func in ("and", "or") and len(expr.args) == 2:
+            return _evaluate_logic(expr, batch)
         args = [_evaluate(arg, batch) for arg in expr.args]
         return evaluate_call(expr, args)
     raise InternalError(f"cannot evaluate {type(expr).__name__} {expr} in a physical plan")
@@ -104,6 +131,37 @@ def _evaluate_case(expr: Call, batch) -> pa.Array:
     order = np.argsort(np.concatenate(positions), kind="stable")
     return pa.concat_arrays(pieces).take(pa.array(order))
 
+
+
+def _evaluate_logic(expr: Call, batch) -> pa.Array | pa.Scalar:
+    """``a AND b`` / ``a OR b``, ``b`` counting only on the rows ``a`` does not decide (FALSE
+    for AND, TRUE for OR), as DuckDB evaluates them: ``x < 3 AND CAST(x AS INTEGER) *
+    1000000000 > 0`` does not overflow on x = 3. Both sides run over the whole batch (one
+    vectorized pass); only when ``b`` raises is it evaluated again on the undecided rows, and
+    the error stands if it comes from one of them. A conjunction is left-deep, so each
+    conjunct counts on the rows all the ones written before it keep."""
+    left = _evaluate(expr.args[0], batch)
+    try:
+        right = _evaluate(expr.args[1], batch)
+    except (ResourcesExhausted, WorkerLost):
+        raise
+    except ExecutionError:  # overflow, conversion, ...: perhaps on a decided row
+        decisive = expr.func == "or"
+        left = evaluate(expr.args[0], batch) if isinstance(left, pa.Scalar) else \
+            (left.combine_chunks() if isinstance(left, pa.ChunkedArray) else left)
+        decided = np.asarray(pc.fill_null(pc.equal(left, decisive), False), dtype=bool)
+        rows = np.flatnonzero(~decided)
+        if len(rows) == batch.num_rows:
+            raise
+        # on decided rows ``b`` is any value: a AND b / a OR b is ``a`` there
+        values = np.full(batch.num_rows, decisive)
+        valid = np.ones(batch.num_rows, dtype=bool)
+        if len(rows):
+            sub = evaluate(expr.args[1], batch.take(pa.array(rows)))
+            values[rows] = np.asarray(pc.fill_null(sub, decisive), dtype=bool)
+            valid[rows] = np.asarray(sub.is_valid(), dtype=bool)
+        right = pa.array(values, pa.bool_(), mask=~valid)
+    return evaluate_call(expr, [left, right])
 
 
 def _evaluate_coalesce(expr: Call, batch) -> pa.Array:

@@ -8,6 +8,12 @@ date range keeps 1 row in 7, so its ``l_shipmode IN ('MAIL', 'SHIP')`` hashes 1/
 lineitem's strings instead of all 6M. A row fails the filter if any conjunct is false or
 NULL, whatever their order; evaluating a conjunct on fewer rows never raises an error that
 the whole batch would not have raised.
+
+Errors follow the written order, as in DuckDB: a conjunct counts only on the rows every
+conjunct written before it keeps (``a < 3 AND CAST(a AS INTEGER) * 1000000000 > 0`` does not
+overflow on a = 3). The stages run first; only when one raises is the predicate evaluated
+again as written (AND is evaluated lazily on error, physical/expressions.py), so an error
+is raised only if it comes from a row that gets that far (no cost unless something raised).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plansight.engine.errors import ExecutionError, ResourcesExhausted, WorkerLost
 from plansight.engine.logical.expr import Call, Expr, Literal, conjunction, split_conjunction, walk
 from plansight.engine.physical.equivalence import constants, equalities
 from plansight.engine.physical.expressions import evaluate_predicate
@@ -49,8 +56,15 @@ class FilterExec(ExecutionPlan):
 
     def _execute(self, partition, ctx):
         for batch in self.input.execute(partition, ctx):
-            yield _kept(batch, self._mask(batch)) if len(self.stages) == 1 else \
-                self._staged(batch)
+            try:
+                kept = _kept(batch, self._mask(batch)) if len(self.stages) == 1 else \
+                    self._staged(batch)
+            except (ResourcesExhausted, WorkerLost):
+                raise
+            except ExecutionError:  # overflow, conversion, ...: perhaps on a row that an
+                # earlier conjunct rejects (the stages reorder them): in the written order
+                kept = _kept(batch, evaluate_predicate(self.predicate, batch))
+            yield kept
 
     def _mask(self, batch):
         return evaluate_predicate(self.stages[0], batch)
