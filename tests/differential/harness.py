@@ -19,6 +19,7 @@ Comparison rules (what SQL leaves open is not checked):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import math
@@ -36,6 +37,18 @@ from plansight.engine.exec.context import SessionConfig
 
 REL_TOL = 1e-9
 ABS_TOL = 1e-9
+
+
+@contextlib.contextmanager
+def relative_tolerance(rel_tol: float):
+    """Compare with a looser relative tolerance inside the block (the fuzzer, for results
+    DuckDB computes less precisely than plansight: see tools/fuzz/oracle.py)."""
+    global REL_TOL
+    saved, REL_TOL = REL_TOL, rel_tol
+    try:
+        yield
+    finally:
+        REL_TOL = saved
 
 # Session constructor arguments; any other option is SET on both engines.
 _SESSION_ARGS = ("target_partitions", "memory_limit", "batch_size", "spill_dir")

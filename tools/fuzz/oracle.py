@@ -12,7 +12,9 @@ An outcome is a ``Finding``: its ``kind`` names the class (wrong result, Interna
 exception, refused valid SQL, NotSupported, disagreement), ``detail`` the message's gist.
 Not bugs: ``evaluation-order`` (an error one engine's order of evaluation avoids, see
 ``check``) and ``sum-beyond-bigint`` (an integer SUM whose total passes BIGINT, plansight's
-result type, which DuckDB returns as HUGEINT).
+result type, which DuckDB returns as HUGEINT). Results of queries with a variance-family
+aggregate (var_pop, stddev, ...) compare at 1e-6 relative, not 1e-9: DuckDB's streaming
+update loses digits on large values with a small spread (``_compare``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from plansight.errors import (
     PlanError,
     PlansightError,
 )
-from tests.differential.harness import assert_same, has_top_level_order_by
+from tests.differential.harness import assert_same, has_top_level_order_by, relative_tolerance
 
 PARTITIONS = (1, 2, 3, 8)
 BATCH_SIZES = (1, 3, 7, 8192)
@@ -268,9 +270,23 @@ def _duckdb_sum_beyond_bigint(engines: Engines, sql: str, error: Exception) -> b
                                                 "overflow" in str(again).lower())
 
 
+# the variance family: DuckDB updates a running mean and sum of squares per row in doubles
+# (Welford), whose relative error grows with mean**2 / variance and reached ~1e-8 on the
+# fuzzer's extremes (seeds 9001-9004, 2 queries), where plansight's matched the exact value
+_VARIANCE = re.compile(r"\b(var_pop|var_samp|variance|stddev|stddev_pop|stddev_samp)\s*\(",
+                       re.IGNORECASE)
+VARIANCE_REL_TOL = 1e-6
+
+
 def _compare(actual: pa.Table, expected: pa.Table, sql: str, ordered: bool) -> str | None:
+    """The gist of the first difference, None when the results match. A query with a
+    variance-family aggregate compares at VARIANCE_REL_TOL (1e-6 relative) instead of 1e-9."""
     try:
-        assert_same(actual, expected, ordered=ordered, sql=sql)
+        if _VARIANCE.search(sql):
+            with relative_tolerance(VARIANCE_REL_TOL):
+                assert_same(actual, expected, ordered=ordered, sql=sql)
+        else:
+            assert_same(actual, expected, ordered=ordered, sql=sql)
     except AssertionError as e:
         return gist(str(e).split("\n")[0].split(":")[0])
     return None
