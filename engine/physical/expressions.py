@@ -149,7 +149,8 @@ def _evaluate_logic(expr: Call, batch) -> pa.Array | pa.Scalar:
         decisive = expr.func == "or"
         left = evaluate(expr.args[0], batch) if isinstance(left, pa.Scalar) else \
             (left.combine_chunks() if isinstance(left, pa.ChunkedArray) else left)
-        decided = np.asarray(pc.fill_null(pc.equal(left, decisive), False), dtype=bool)
+        decided = np.zeros(batch.num_rows, dtype=bool) if pa.types.is_null(left.type) else \
+            np.asarray(pc.fill_null(pc.equal(left, decisive), False), dtype=bool)
         rows = np.flatnonzero(~decided)
         if len(rows) == batch.num_rows:
             raise

@@ -58,6 +58,10 @@ QUERIES = [
     "SELECT g, sum(sum(x)) OVER () FROM t WHERE x > 0 OR g = 3 GROUP BY g "
     "HAVING max(x) < 100",
     "SELECT sum(x) FROM t WHERE x > 0 HAVING count(*) > 10",
+    "SELECT g, sum(x), sum(i), grouping(g) FROM t WHERE x > 0 OR g > 2 GROUP BY ROLLUP (g) "
+    "HAVING g > 2",
+    "SELECT g, i, sum(x) FROM t WHERE x > 0 OR g > 2 GROUP BY GROUPING SETS ((g), (g, i)) "
+    "HAVING count(*) < 3",
 ]
 
 
