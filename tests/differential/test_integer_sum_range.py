@@ -62,6 +62,9 @@ QUERIES = [
     "HAVING g > 2",
     "SELECT g, i, sum(x) FROM t WHERE x > 0 OR g > 2 GROUP BY GROUPING SETS ((g), (g, i)) "
     "HAVING count(*) < 3",
+    # a grand total alone (fuzz seed 9101): HAVING is never TRUE
+    "SELECT sum(-a.x) FROM t AS a RIGHT JOIN t AS b ON TRUE WHERE a.x > 0 "
+    "GROUP BY GROUPING SETS (()) HAVING bool_and(NOT TRUE)",
 ]
 
 
