@@ -304,7 +304,9 @@ def _semi_anti_join_direct(outer: lp.LogicalPlan, sub: SubqueryExpr) -> lp.Logic
                 match, resolve_operator("is_null", [inner.columns[0]], {}),
                 resolve_operator("is_null", [sub.needle], {})], {})
             null_aware = False
-        conditions.insert(0, match)
+        # after the correlation: x is computed only for the rows that correlate (AND and a
+        # hash join's keys are evaluated lazily when one raises), as DuckDB does
+        conditions.append(match)
     kind = "anti" if sub.negated else "semi"
     return lp.Join(outer, inner, kind, (), conjunction(conditions), null_aware=null_aware)
 
@@ -613,7 +615,8 @@ def _mark_subquery_direct(plan: lp.LogicalPlan, sub: SubqueryExpr
                           AggregateCall("count", (candidate,), pa.int64())), (rows, values))
     plan = lp.Join(plan, stats, "left", (), on(list(group_outputs)))
     empty = op("or", op("is_null", rows), op("eq", rows, Literal(0, pa.int64())))
-    unknown = op("or", op("is_null", needle), op("gt", rows, values))
+    # a NULL among the values first: then x is not computed (OR evaluates lazily when it raises)
+    unknown = op("or", op("gt", rows, values), op("is_null", needle))
     value = bind_case([op("is_not_null", marker), empty, unknown],
                       [Literal(True, pa.bool_()), Literal(False, pa.bool_()),
                        Literal(None, pa.bool_())], Literal(False, pa.bool_()))
@@ -650,7 +653,7 @@ def _mark_by_counts(plan: lp.LogicalPlan, sub: SubqueryExpr) -> tuple[lp.Logical
         rows, values = count(copies[1]), count(copies[2], (copies[2].columns[0],))
         value = bind_case(
             [op("gt", hits, zero), op("eq", rows, zero),
-             op("or", op("is_null", sub.needle), op("gt", rows, values))],
+             op("or", op("gt", rows, values), op("is_null", sub.needle))],
             [Literal(True, pa.bool_()), Literal(False, pa.bool_()), Literal(None, pa.bool_())],
             Literal(False, pa.bool_()))
     plan, value = _replace_scalar_subqueries(plan, value)

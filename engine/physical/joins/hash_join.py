@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from plansight.engine.errors import ExecutionError, ResourcesExhausted, WorkerLost
 from plansight.engine.exec.spill import spill_manager
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.expressions import evaluate
@@ -234,15 +235,16 @@ class HashJoinExec(ExecutionPlan):
             # Arrow's index_in rebuilds the build-side hash set per call: probe with
             # batches at least as large as the build side so that cost stays linear
             probes = coalesce_batches(probes, max(ctx.batch_size, build.num_rows))
+        # nothing to match (no build row, or only NULL keys where NULL equals nothing): the
+        # probe keys are not evaluated (as a nested loop join evaluates no condition), so
+        # ``x IN (empty subquery)`` or ``x IN (SELECT NULL ...)`` raises nothing for an x
+        # whose computation would fail (-(-2**31) as INTEGER), as in DuckDB
+        unmatchable = build_empty or (not self.null_aware and not index.matchable)
         for batch in probes:
-            if build_empty:
-                # nothing to match: the probe keys are not evaluated (as a nested loop join
-                # evaluates no condition), so ``x IN (empty subquery)`` raises nothing for
-                # an x whose computation would fail (-(-2**31) as INTEGER)
+            if unmatchable:
                 codes, excluded = np.full(batch.num_rows, -1, dtype=np.int64), None
             else:
-                keys = [evaluate(right, batch) for right in self._probe_keys]
-                codes, null_key = index.probe_codes(keys)
+                codes, null_key = index.probe_codes(self._probe_key_values(batch))
                 excluded = null_key if self.null_aware else None
             for probe, lo in _chunks(batch, codes, index, ctx.batch_size * 8):
                 probe_idx, build_idx = index.matches(codes[lo:lo + probe.num_rows])
@@ -256,6 +258,35 @@ class HashJoinExec(ExecutionPlan):
                 return  # another partition is still probing: it emits the build rows
             assembler.visited = visited
         yield from assembler.finish(self.right.schema, ctx.batch_size)
+
+
+    def _probe_key_values(self, batch: pa.RecordBatch) -> list[pa.Array]:
+        """The probe keys of ``batch``. When one raises (an overflow, a conversion), each key
+        is evaluated again only on the rows whose keys before it are all non-NULL: a row
+        with a NULL key matches nothing, so its later keys are never needed (a correlated
+        ``x IN (...)`` whose correlation key is NULL does not compute x, as in DuckDB)."""
+        try:
+            return [evaluate(right, batch) for right in self._probe_keys]
+        except (ResourcesExhausted, WorkerLost):
+            raise
+        except ExecutionError:
+            if self.null_aware or self.null_equal or len(self._probe_keys) == 1:
+                raise
+        values, rows = [], np.arange(batch.num_rows)
+        for key in self._probe_keys:
+            if len(rows) == batch.num_rows:
+                value = evaluate(key, batch)
+            elif not len(rows):
+                value = pa.nulls(batch.num_rows, key.type)
+            else:  # the rows' values scattered into an all-NULL column
+                sub = evaluate(key, batch.take(pa.array(rows)))
+                order = np.full(batch.num_rows, len(rows), dtype=np.int64)
+                order[rows] = np.arange(len(rows))
+                value = pa.concat_arrays([sub, pa.nulls(1, sub.type)]).take(pa.array(order))
+            values.append(value)
+            if value.null_count:
+                rows = rows[np.asarray(value.is_valid(), dtype=bool)[rows]]
+        return values
 
 
 def _discard_spilled(ctx, build) -> None:

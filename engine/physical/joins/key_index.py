@@ -146,6 +146,7 @@ class KeyIndex:
         else:
             groups = self.lookups[0].cardinality if keys else 0
         self.has_null_key = not bool(valid.all())
+        self.matchable = bool(valid.any())  # some build row a probe key can equal
         self.num_rows = len(codes)
         self.starts, self.counts, self.order = group_rows(codes, groups)
         del codes
