@@ -94,3 +94,24 @@ def test_variance_family_compares_at_a_looser_tolerance():
                     "SELECT var_samp(x) FROM t", False) is not None
     # the usual tolerance is back after the comparison
     assert _compare(exact, streamed, "SELECT avg(x) FROM t", False) is not None
+
+
+def test_correlated_in_computed_only_where_it_correlates_is_evaluation_order():
+    """plansight computes x of ``x NOT IN (correlated subquery)`` only for the rows that
+    correlate; DuckDB for every row once any does, and raises. Written as NOT EXISTS, DuckDB
+    returns plansight's result: evaluation order, not a bug."""
+    import pyarrow as pa
+
+    from tools.fuzz.oracle import check, in_as_exists
+
+    tables = {"w": pa.table({"a": pa.array([1, 3, None, 2], pa.int64()),
+                             "s": pa.array(["a", None, None, ""])}),
+              "n": pa.table({"x": pa.array([None, None], pa.int32()),
+                             "s": pa.array([None, ""])})}
+    sql = ("SELECT a FROM w WHERE CAST(a * 1000000000 AS INTEGER) NOT IN "
+           "(SELECT x FROM n WHERE n.s <> w.s)")
+    assert "NOT EXISTS" in in_as_exists(sql)
+    assert in_as_exists("SELECT a IN (SELECT x FROM n) FROM w") is None  # not a WHERE's
+    findings = [(f.kind, f.detail) for f in check(sql, tables, [(1, 8192), (2, 3)])]
+    assert findings == [("evaluation-order", "DuckDB computes x of x IN (correlated subquery) "
+                                             "for rows that correlate with no inner row")]

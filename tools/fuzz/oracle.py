@@ -11,10 +11,12 @@ Each query runs at a few (partitions, batch size) settings drawn from 1/2/3/8 x 
 An outcome is a ``Finding``: its ``kind`` names the class (wrong result, InternalError, raw
 exception, refused valid SQL, NotSupported, disagreement), ``detail`` the message's gist.
 Not bugs: ``evaluation-order`` (an error one engine's order of evaluation avoids, see
-``check``) and ``sum-beyond-bigint`` (an integer SUM whose total passes BIGINT, plansight's
-result type, which DuckDB returns as HUGEINT). Results of queries with a variance-family
-aggregate (var_pop, stddev, ...) compare at 1e-6 relative, not 1e-9: DuckDB's streaming
-update loses digits on large values with a small spread (``_compare``).
+``check``; e.g. DuckDB computes x of a correlated ``x IN (...)`` for rows that correlate
+with nothing, plansight does not) and ``sum-beyond-bigint`` (an integer SUM whose total
+passes BIGINT, plansight's result type, which DuckDB returns as HUGEINT). Results of
+queries with a variance-family aggregate (var_pop, stddev, ...) compare at 1e-6 relative,
+not 1e-9: DuckDB's streaming update loses digits on large values with a small spread
+(``_compare``).
 """
 
 from __future__ import annotations
@@ -231,6 +233,58 @@ def _filter_evaluated_early(engines: Engines, sql: str, actual: pa.Table,
         _compare(actual, expected, sql, ordered) is None
 
 
+def in_as_exists(sql: str) -> str | None:
+    """``sql`` with each ``x [NOT] IN (subquery)`` that is a conjunct of a WHERE written as
+    ``[NOT] EXISTS (SELECT 1 FROM (subquery) AS __in(__v) WHERE __v = x [OR __v IS NULL OR x
+    IS NULL])`` (the same rows kept: in a WHERE, NULL counts as FALSE), or None when it has
+    none. DuckDB computes x of a correlated IN for every outer row (a key of its mark join)
+    once any row correlates; written as EXISTS, only for the pairs that correlate, as
+    plansight computes it."""
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    found = []
+    for node in tree.find_all(exp.In):
+        if not isinstance(node.args.get("query"), exp.Subquery):
+            continue
+        top = node.parent if isinstance(node.parent, exp.Not) else node
+        parent = top.parent
+        while isinstance(parent, (exp.And, exp.Paren)):
+            parent = parent.parent
+        if isinstance(parent, exp.Where):
+            found.append((node, top))
+    if not found:
+        return None
+    for number, (node, top) in enumerate(found):
+        negated = top is not node
+        value = exp.column(f"__v{number}")
+        match = exp.EQ(this=value.copy(), expression=node.this.copy())
+        if negated:
+            match = exp.or_(match, exp.Is(this=value.copy(), expression=exp.Null()),
+                            exp.Is(this=node.this.copy(), expression=exp.Null()))
+        inner = node.args["query"].this.copy()
+        derived = exp.Subquery(this=inner, alias=exp.TableAlias(
+            this=exp.to_identifier(f"__in{number}"),
+            columns=[exp.to_identifier(f"__v{number}")]))
+        exists = exp.Exists(this=exp.select("1").from_(derived).where(match))
+        top.replace(exp.Not(this=exists) if negated else exists)
+    return tree.sql(dialect="duckdb")
+
+
+def _needle_computed_early(engines: Engines, sql: str, actual: pa.Table,
+                           ordered: bool) -> bool:
+    """Whether DuckDB's error comes from computing the x of ``x [NOT] IN (correlated
+    subquery)`` for outer rows that correlate with no inner row: with each such IN of a WHERE
+    written as EXISTS (``in_as_exists``) DuckDB returns plansight's result."""
+    rewritten = in_as_exists(sql)
+    if rewritten is None:
+        return False
+    try:
+        expected = engines.duckdb(rewritten)
+    except DuckDBRejects:
+        return False
+    return not isinstance(expected, Exception) and \
+        _compare(actual, expected, sql, ordered) is None
+
+
 def _empty_operand_decides(engines: Engines, sql: str, actual: pa.Table) -> bool:
     """Whether ``sql`` is ``A INTERSECT B`` with A or B empty, or ``A EXCEPT B`` with A
     empty (DuckDB runs that operand alone without error and gets no row), and plansight's
@@ -348,6 +402,11 @@ def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[
                 # without the optimizer returns plansight's result)
                 findings.append(Finding("evaluation-order", f"DuckDB's optimizer evaluated "
                                         f"early: {gist(expected)}", sql, where))
+                break
+            if _needle_computed_early(engines, sql, actual, ordered):
+                findings.append(Finding("evaluation-order", "DuckDB computes x of x IN "
+                                        "(correlated subquery) for rows that correlate with "
+                                        "no inner row", sql, where))
                 break
             if _empty_operand_decides(engines, sql, actual):
                 findings.append(Finding("evaluation-order", "DuckDB evaluates the other "
