@@ -25,3 +25,10 @@ def session_defaults(monkeypatch, **options: Any) -> None:
         return made
 
     monkeypatch.setattr(session_module, "SessionConfig", config)
+
+
+def users_final_aggregates(monkeypatch) -> None:
+    """Undo tests/conftest.py's pinned single-final threshold: for tests that compare with
+    plans a user's session makes (TPC-H, a notebook's kernel)."""
+    session_defaults(monkeypatch, aggregate_single_final_threshold_rows=SessionConfig.
+                     aggregate_single_final_threshold_rows)

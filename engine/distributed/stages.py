@@ -29,6 +29,7 @@ from plansight.engine.distributed.shuffle import (
 )
 from plansight.engine.distributed.stage_filters import link_dynamic_filters
 from plansight.engine.distributed.stage_limits import limit_stage_tasks
+from plansight.engine.errors import InternalError
 from plansight.engine.physical.coalesce_partitions import CoalescePartitionsExec
 from plansight.engine.physical.plan import ExecutionPlan, fill_row_estimates
 from plansight.engine.physical.recursive_query import RecursiveQueryExec
@@ -115,11 +116,22 @@ def plan_stages(plan: ExecutionPlan, filters_across_stages: bool = True) -> Exec
             op = _with_child(op, child, reader)
         return op
 
+    _refuse_shared_probe_state(plan)
     staged = fill_row_estimates(cut(plan))  # the shuffle operators take their input's
     if filters_across_stages:
         link_dynamic_filters(staged)
     limit_stage_tasks(staged)
     return staged
+
+
+def _refuse_shared_probe_state(plan: ExecutionPlan) -> None:
+    """A join whose probe partitions pool their visited build rows in memory
+    (``parallel_probe``) gives wrong rows once its partitions run as separate tasks: the
+    planner plans cluster queries without it, so meeting one here is a planner bug."""
+    for _, op in plan.walk():
+        if getattr(op, "parallel_probe", False) and op.output_partitioning().count > 1:
+            raise InternalError(f"{op.name} probes in parallel through shared state and "
+                                "cannot run as tasks; plan the query for a cluster")
 
 
 def _with_child(op: ExecutionPlan, old: ExecutionPlan, new: ExecutionPlan) -> ExecutionPlan:

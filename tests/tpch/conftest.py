@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from plansight.engine.exec.context import SessionConfig
-from tests.session_defaults import session_defaults
+from tests.session_defaults import users_final_aggregates
 
 
 @pytest.fixture(autouse=True)
 def _default_final_aggregates(_hashed_final_aggregates, monkeypatch):
-    session_defaults(monkeypatch, aggregate_single_final_threshold_rows=SessionConfig.
-                     aggregate_single_final_threshold_rows)
+    users_final_aggregates(monkeypatch)
