@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plansight.engine.errors import NotSupportedError
+from plansight.engine.exec.concurrent import pieces_for, run_concurrently
 
 _SIGN = np.uint64(1 << 63)
 _DIGIT_BITS = 16
@@ -149,13 +150,14 @@ def _dictionary_ranks(values: pa.Array) -> np.ndarray:
     return rank_of[indices] if len(dictionary) else np.zeros(len(values), dtype=np.uint64)
 
 
-def partition_codes(keys: list[pa.Array | pa.ChunkedArray], num_rows: int
+def partition_codes(keys: list[pa.Array | pa.ChunkedArray], num_rows: int, workers: int = 1
                     ) -> tuple[np.ndarray, int]:
     """Dense int64 codes 0..k-1 of the distinct tuples of ``keys`` (NULL is a value).
 
     Rows get equal codes exactly when all their keys are equal (NULL equals NULL, NaN
     equals NaN, -0.0 equals 0.0), as rows that a sort by the keys would put into one run.
-    Returns the codes and k.
+    Returns the codes and k. Hashed keys are encoded in up to ``workers`` row ranges at
+    once, their dictionaries merged after (the same partitions; NULL's code may differ).
 
     Example:
         >>> codes, k = partition_codes([pa.array(["x", None, "x", "y"])], 4)
@@ -164,9 +166,9 @@ def partition_codes(keys: list[pa.Array | pa.ChunkedArray], num_rows: int
     """
     if not keys:
         return np.zeros(num_rows, dtype=np.int64), 1 if num_rows else 0
-    codes, count = _single_codes(keys[0])
+    codes, count = _single_codes(keys[0], workers)
     for key in keys[1:]:
-        more, more_count = _single_codes(key)
+        more, more_count = _single_codes(key, workers)
         if count * more_count >= 2**62:
             codes, count = _densify(codes)
         codes = codes * more_count + more
@@ -181,7 +183,8 @@ def _densify(codes: np.ndarray) -> tuple[np.ndarray, int]:
     return encoded.indices.to_numpy().astype(np.int64), len(encoded.dictionary)
 
 
-def _single_codes(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
+def _single_codes(values: pa.Array | pa.ChunkedArray, workers: int
+                  ) -> tuple[np.ndarray, int]:
     typ = values.type
     if pa.types.is_dictionary(typ):
         values = _flat(values).dictionary_decode()
@@ -198,6 +201,9 @@ def _single_codes(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
             return ranks.astype(np.int64), 1 << bits
         return _densify(ranks.view(np.int64))
     try:
+        pieces = pieces_for(len(values), workers)
+        if pieces > 1:
+            return _codes_in_pieces(values, pieces)
         encoded = pc.dictionary_encode(values, null_encoding="encode")
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as e:
         raise NotSupportedError(
@@ -214,6 +220,25 @@ def _single_codes(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
         chunks = encoded.chunks
     indices = [c.indices.to_numpy(zero_copy_only=False) for c in chunks]
     return np.concatenate(indices).astype(np.int64), len(chunks[-1].dictionary)
+
+
+def _codes_in_pieces(values: pa.Array | pa.ChunkedArray, pieces: int
+                     ) -> tuple[np.ndarray, int]:
+    """Dense codes of ``values`` hashed in ``pieces`` row ranges at once, one thread each
+    (hashing wide keys is the costliest step of a window over unsorted input). Unifying the
+    pieces' dictionaries numbers the values in order of first appearance, as one pass
+    would; NULL (which Arrow cannot unify inside a dictionary) takes the last code."""
+    bounds = [len(values) * i // pieces for i in range(pieces + 1)]
+    encoded = run_concurrently([
+        lambda start=start, end=end: pc.dictionary_encode(values.slice(start, end - start))
+        for start, end in zip(bounds, bounds[1:])])
+    chunks = [chunk for piece in encoded for chunk in
+              (piece.chunks if isinstance(piece, pa.ChunkedArray) else [piece])]
+    unified = pa.chunked_array(chunks, type=chunks[0].type).unify_dictionaries()
+    count = len(unified.chunk(0).dictionary)
+    codes = np.concatenate([chunk.indices.fill_null(count).to_numpy(zero_copy_only=False)
+                            for chunk in unified.chunks]).astype(np.int64)
+    return codes, count + (1 if unified.null_count else 0)
 
 
 def radix_argsort(keys: list[tuple[np.ndarray, int]]) -> np.ndarray:

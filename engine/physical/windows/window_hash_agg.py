@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from plansight.engine.errors import InternalError, PlanError
+from plansight.engine.exec.concurrent import pieces_for, run_concurrently, split_runs
 from plansight.engine.exec.memory_pool import sort_headroom
 from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.window import evaluate_window
@@ -206,7 +207,7 @@ class HashWindowAggExec(ExecutionPlan):
             if not batches:
                 return
             table = pa.Table.from_batches(batches, schema=self.input.schema)
-            columns = self._window_columns(table)
+            columns = self._window_columns(table, max(1, ctx.config.target_partitions))
             offset = 0
             for batch in batches:
                 rows = batch.num_rows
@@ -218,10 +219,11 @@ class HashWindowAggExec(ExecutionPlan):
             stream.close()
             reservation.free()
 
-    def _window_columns(self, table: pa.Table) -> list[pa.Array]:
-        """Every window column, aligned with the rows of ``table``."""
+    def _window_columns(self, table: pa.Table, workers: int) -> list[pa.Array]:
+        """Every window column, aligned with the rows of ``table``; the partition keys'
+        encoding and the windows' kernels split over up to ``workers`` threads."""
         n = table.num_rows
-        state = _State(table)
+        state = _State(table, workers)
         columns: list[pa.Array | None] = [None] * len(self.windows)
         for i, (window, output, plan) in enumerate(zip(self.windows, self.outputs, self.plans)):
             values = None
@@ -260,10 +262,26 @@ class HashWindowAggExec(ExecutionPlan):
         mask = None
         if window.filter is not None:
             mask = perm.take(evaluate_predicate(window.filter, state.table))
-        values = evaluate_window(
-            window.func, args, partition_starts=perm.starts, order_keys=order_keys,
-            descending=descending, nulls_first=nulls_first, frame=frame,
-            distinct=window.distinct, ignore_nulls=window.ignore_nulls, filter_mask=mask)
+
+        def evaluate(first: int, end: int) -> pa.Array:
+            """The window over partitions ``first``..``end - 1`` (rows sliced, not copied)."""
+            start, stop = int(perm.starts[first]), int(perm.starts[end])
+
+            def rows(array):
+                return array if isinstance(array, pa.Scalar) else \
+                    array.slice(start, stop - start)
+            return evaluate_window(
+                window.func, [rows(a) for a in args],
+                partition_starts=perm.starts[first:end + 1] - start,
+                order_keys=[rows(k) for k in order_keys], descending=descending,
+                nulls_first=nulls_first, frame=frame, distinct=window.distinct,
+                ignore_nulls=window.ignore_nulls,
+                filter_mask=None if mask is None else rows(mask))
+
+        # window partitions are independent: groups of them evaluate on their own threads
+        groups = split_runs(perm.starts, pieces_for(state.table.num_rows, state.workers))
+        pieces = run_concurrently([lambda g=g: evaluate(*g) for g in groups])
+        values = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
         return perm.scatter(values)
 
     def _sorting_fallback(self, partition, ctx, held: list[pa.RecordBatch],
@@ -371,8 +389,8 @@ def _scatter_primitive(values: pa.Array, perm: np.ndarray) -> pa.Array | None:
 class _State:
     """Per-execution caches: evaluated columns, partition codes, ranks, permutations."""
 
-    def __init__(self, table: pa.Table):
-        self.table = table
+    def __init__(self, table: pa.Table, workers: int = 1):
+        self.table, self.workers = table, workers
         self._columns: dict[Expr, pa.Array] = {}
         self._taken: dict[tuple[Expr, int], pa.Array] = {}
         self._ranks: dict[SortKey, np.ndarray] = {}
@@ -408,7 +426,7 @@ class _State:
         key = frozenset(partition_by)
         if key not in self._codes:
             self._codes[key] = partition_codes([self.raw(e) for e in partition_by],
-                                               self.table.num_rows)
+                                               self.table.num_rows, self.workers)
         return self._codes[key]
 
     def permutation(self, sort: _Sort, backwards: bool) -> _Permutation:

@@ -1,0 +1,79 @@
+"""HashWindowAggExec split over threads: the partition keys encoded in row ranges, groups of
+window partitions evaluated on their own threads (engine/exec/concurrent.py), equal DuckDB.
+
+Pieces are normally at least 64K rows; here one row is enough, so the small tables of the
+window corpus split into as many pieces as target_partitions allows (string keys take the
+ranged encoding, integer keys the rank path).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import plansight.engine.exec.concurrent as concurrent
+from plansight.engine.exec.concurrent import run_concurrently, split_runs
+from plansight.engine.functions.window.permutation import partition_codes
+from tests.differential.harness import check
+from tests.windows.window_cases import QUERIES, TABLES
+
+
+@pytest.fixture(autouse=True)
+def _one_row_pieces(monkeypatch):
+    monkeypatch.setattr(concurrent, "MIN_ROWS_PER_PIECE", 1)
+
+
+def _with_string_keys(table: pa.Table) -> pa.Table:
+    """``p`` as strings (NULLs kept), so partition codes come from the ranged encoding."""
+    return table.set_column(1, "p", table.column("p").cast(pa.string()))
+
+
+@pytest.mark.parametrize("sql", QUERIES[::3])
+@pytest.mark.parametrize("partitions", [2, 3, 8])
+def test_windows_in_pieces_match_duckdb(sql, partitions):
+    check(sql, {"t": _with_string_keys(TABLES["tiny_partitions"])}, batch_size=7,
+          target_partitions=partitions)
+
+
+@pytest.mark.parametrize("sql", QUERIES[1::7])
+@pytest.mark.parametrize("batch_size", [1, 3, 8192])
+def test_windows_in_pieces_at_batch_sizes(sql, batch_size):
+    for name in ("mixed", "one_partition", "empty"):
+        check(sql, {"t": _with_string_keys(TABLES[name])}, batch_size=batch_size,
+              target_partitions=3)
+
+
+def test_ranged_encoding_finds_the_partitions_of_one_pass():
+    keys = pa.chunked_array([["b", None, "a"], ["c", "b", None, "d", "a"]])
+    one_pass, count = partition_codes([keys], len(keys), workers=1)
+    assert one_pass.tolist() == [0, 1, 2, 3, 0, 1, 4, 2] and count == 5
+    for workers in (2, 3, 8):
+        codes, pieces_count = partition_codes([keys], len(keys), workers=workers)
+        assert pieces_count == count and codes.max() < count
+        # codes of the non-NULL keys in first-appearance order, NULL the last
+        assert codes.tolist() == [0, 4, 1, 2, 0, 4, 3, 1]
+
+
+def test_runs_split_into_balanced_groups_of_whole_runs():
+    starts = np.array([0, 3, 4, 9, 10])
+    assert split_runs(starts, 2) == [(0, 2), (2, 4)]
+    assert split_runs(starts, 1) == [(0, 4)]
+    groups = split_runs(np.arange(0, 101, dtype=np.int64), 3)
+    assert [b - a for a, b in groups] == [33, 33, 34]
+    assert split_runs(np.array([0, 10]), 4) == [(0, 1)]  # one run cannot split
+    assert split_runs(np.array([0]), 2) == [(0, 0)]
+
+
+def test_the_first_error_in_call_order_is_raised_after_every_call_finished():
+    finished = []
+
+    def fail(message):
+        def call():
+            finished.append(message)
+            raise ValueError(message)
+        return call
+
+    with pytest.raises(ValueError, match="first"):
+        run_concurrently([lambda: finished.append("ok"), fail("first"), fail("second")])
+    assert sorted(finished) == ["first", "ok", "second"]
