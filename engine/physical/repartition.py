@@ -229,6 +229,7 @@ class RepartitionExec(ExecutionPlan):
             rows = np.zeros(self.partitions, dtype=np.int64)
             sizes = np.zeros(self.partitions, dtype=np.int64)  # Arrow bytes routed
             published = [0.0]  # when the last live RepartitionOutput went out
+            counted = threading.Lock()  # guards rows, sizes and published
             state = {"ctx": ctx, "queues": queues, "stop": stop, "rows": rows,
                      "remaining": n_in, "readers": self.partitions}
 
@@ -246,19 +247,28 @@ class RepartitionExec(ExecutionPlan):
                         # waits on full queues are not (see compute_clock)
                         clock = CLOCK.state
                         nested, t0 = clock.nested, time.perf_counter()
+                        routed = []
                         for p, piece in self.route(batch, partition + i):
-                            rows[p] += piece.num_rows
-                            sizes[p] += piece.nbytes
+                            routed.append((p, piece.num_rows, piece.nbytes))
                             for ready in pending.add(p, piece):
                                 queues[p][lane].put(ready, stop)
                         now = time.perf_counter()
                         routing.add("elapsed_compute", now - t0 - (clock.nested - nested))
                         clock.nested = nested + (now - t0)
-                        if ctx.events.active and now - published[0] >= _LIVE_INTERVAL:
-                            published[0] = now  # racy between producers: at worst one extra
+                        # producers count into shared totals: under the lock, or a thread
+                        # switch inside ``+=`` loses the other producer's update
+                        with counted:
+                            for p, n, size in routed:
+                                rows[p] += n
+                                sizes[p] += size
+                            live = ctx.events.active and now - published[0] >= _LIVE_INTERVAL
+                            if live:
+                                published[0] = now
+                                counts = (tuple(int(r) for r in rows),
+                                          tuple(int(b) for b in sizes))
+                        if live:
                             ctx.events.publish(RepartitionOutput(
-                                self.operator_id, tuple(int(r) for r in rows),
-                                tuple(int(b) for b in sizes), final=False))
+                                self.operator_id, *counts, final=False))
                     for p, ready in pending.flush_all():
                         queues[p][lane].put(ready, stop)
                 except BaseException as error:  # noqa: BLE001 (re-raised by every reader)
