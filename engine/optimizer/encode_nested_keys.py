@@ -13,7 +13,7 @@ A NULL struct or list stays NULL: it joins nothing and groups with NULL::
     Aggregate[s; aggs]          ->  Projection(any_value(s) AS s, aggs) over
                                     Aggregate[nested_key(s); aggs, any_value(s)]
     Join on (a.l, b.l)          ->  Join on (nested_key(a.l), nested_key(b.l))
-    a.s = b.s, IS [NOT] DISTINCT FROM  ->  the same over nested_key
+    a.s = b.s, IS [NOT] DISTINCT FROM, IN (list)  ->  the same over nested_key
     count(DISTINCT s)           ->  count(DISTINCT nested_key(s))
     OVER (PARTITION BY l)       ->  OVER (PARTITION BY nested_key(l))
 
@@ -44,7 +44,7 @@ from plansight.engine.logical.expr import (
 )
 from plansight.engine.optimizer.rewrite import map_expressions
 
-_EQUALITIES = ("eq", "neq", "is_distinct_from", "is_not_distinct_from")
+_EQUALITIES = ("eq", "neq", "is_distinct_from", "is_not_distinct_from", "in_list")
 _ORDERINGS = ("lt", "lte", "gt", "gte")
 _DISTINCT_BY_KEY = ("count",)
 

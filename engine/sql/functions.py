@@ -438,4 +438,13 @@ def sql_type_to_arrow(data_type: exp.DataType) -> pa.DataType:
         return pa.decimal128(precision, scale)
     if kind in _TYPES:
         return _TYPES[kind]
+    if kind in (exp.DataType.Type.ARRAY, exp.DataType.Type.LIST) and \
+            len(data_type.expressions) == 1 and not data_type.args.get("values"):
+        # INTEGER[] (a fixed-size INTEGER[3] is DuckDB's ARRAY type, not a list)
+        return pa.list_(sql_type_to_arrow(data_type.expressions[0]))
+    if kind == exp.DataType.Type.STRUCT and data_type.expressions and all(
+            isinstance(f, exp.ColumnDef) and f.args.get("kind") is not None
+            for f in data_type.expressions):
+        return pa.struct([pa.field(f.name, sql_type_to_arrow(f.args["kind"]))
+                          for f in data_type.expressions])
     raise NotSupportedError(f"type {data_type.sql(dialect='duckdb')} is not supported yet")

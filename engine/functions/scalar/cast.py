@@ -133,6 +133,11 @@ def _conversion_message(arrow_message: str, source: pa.DataType, to: pa.DataType
 
 
 def _convert(value: Value, source: pa.DataType, to: pa.DataType, safe: bool) -> Value:
+    if (pa.types.is_list(source) or pa.types.is_large_list(source)) and (
+            pa.types.is_list(to) or pa.types.is_large_list(to)):
+        return _nested(value, lambda array: _cast_list(array, to, safe))
+    if pa.types.is_struct(source) and pa.types.is_struct(to):
+        return _nested(value, lambda array: _cast_struct(array, to, safe))
     if T.is_string(to):
         return _to_string(value, source, to)
     if T.is_string(source):
@@ -170,6 +175,35 @@ def _convert(value: Value, source: pa.DataType, to: pa.DataType, safe: bool) -> 
         # the nearest double, as DuckDB: Arrow's safe cast rejects BIGINT beyond 2**53
         return pc.cast(value, to, safe=False)
     return pc.cast(value, to)
+
+
+def _nested(value: Value, convert) -> Value:
+    """``convert`` (of an array) applied to ``value``, an array or a scalar."""
+    if not is_scalar(value):
+        return convert(value)
+    return convert(pa.array([value.as_py()], value.type))[0]
+
+
+def _cast_list(array: pa.Array, to: pa.DataType, safe: bool) -> pa.Array:
+    """``CAST(l AS INTEGER[])``: each element converted as a value of its own (an element
+    that does not convert fails the cast, or is NULL under TRY_CAST, as in DuckDB); NULL
+    lists stay NULL, the lengths stay."""
+    elements = evaluate_cast(array.flatten(), to.value_type, safe)
+    lengths = pc.fill_null(pc.list_value_length(array), 0)
+    offset_type = np.int64 if pa.types.is_large_list(to) else np.int32
+    offsets = np.zeros(len(array) + 1, dtype=offset_type)
+    np.cumsum(lengths.to_numpy(zero_copy_only=False), out=offsets[1:])
+    list_type = pa.LargeListArray if pa.types.is_large_list(to) else pa.ListArray
+    mask = array.is_null() if array.null_count else None
+    return list_type.from_arrays(pa.array(offsets), elements, type=to, mask=mask)
+
+
+def _cast_struct(array: pa.StructArray, to: pa.DataType, safe: bool) -> pa.Array:
+    """``CAST(s AS STRUCT(a VARCHAR))``: field by field (the names match: ``can_cast``)."""
+    fields = [evaluate_cast(child, field.type, safe)
+              for child, field in zip(array.flatten(), to)]
+    mask = array.is_null() if array.null_count else None
+    return pa.StructArray.from_arrays(fields, fields=list(to), mask=mask)
 
 
 def _check_finite(value: Value, to: pa.DataType) -> None:

@@ -29,10 +29,12 @@ def bind_list_value(args: list[Expr], options: Mapping[str, Any]) -> Expr:
 
 
 def resolve_struct(names: Sequence[str], values: Sequence[Expr]) -> Expr:
-    """``{name: value, ...}`` as a struct_pack call (NULL fields hold INTEGER)."""
-    typed = [cast_expr(v, pa.int32()) if T.is_null_type(v.type) else v for v in values]
-    return call("struct_pack", typed, pa.struct([pa.field(n, v.type)
-                                                 for n, v in zip(names, typed)]))
+    """``{name: value, ...}`` as a struct_pack call. An untyped NULL field keeps the NULL
+    type, as in DuckDB (``STRUCT(a INTEGER, b "NULL")``), so the struct converts implicitly
+    to one whose field has any type: ``{'a': 1, 'b': NULL} = {'a': 1, 'b': 'x'}`` or a UNION
+    of the two binds (with an INTEGER field it needed an explicit CAST)."""
+    return call("struct_pack", list(values), pa.struct([pa.field(n, v.type)
+                                                        for n, v in zip(names, values)]))
 
 
 @kernel("struct_pack")

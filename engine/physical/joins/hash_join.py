@@ -50,6 +50,13 @@ from plansight.engine.physical.vocabulary import JoinType
 SINGLE_PROBE_JOIN_TYPES = frozenset({JoinType.LEFT, JoinType.FULL, JoinType.LEFT_SEMI,
                                      JoinType.LEFT_ANTI})
 
+#: join types whose output is empty when the build side is: with an empty build side the
+#: probe side never runs, so nothing it would compute can raise (DuckDB skips the probe
+#: pipeline of such a join the same way; ``x * 3`` overflowing in the left operand of an
+#: INTERSECT whose right operand is empty raised in plansight only)
+EMPTY_WITHOUT_BUILD_JOIN_TYPES = frozenset({JoinType.INNER, JoinType.LEFT, JoinType.LEFT_SEMI,
+                                            JoinType.LEFT_ANTI, JoinType.RIGHT_SEMI})
+
 
 class HashJoinExec(ExecutionPlan):
     name = "HashJoinExec"
@@ -187,6 +194,11 @@ class HashJoinExec(ExecutionPlan):
                 yield from self._join_spilled(build, reservation, partition, ctx, metrics)
                 return
             self._publish_build_keys(build, partition)
+            if self.partitions is None and build.num_rows == 0 and \
+                    self.join_type in EMPTY_WITHOUT_BUILD_JOIN_TYPES:
+                # the whole (shared) build side is empty: every probe partition stops here,
+                # so no exchange below is left half read
+                return
             if self.null_aware and index.has_null_key and self.join_type == "right_anti":
                 # x NOT IN (... NULL ...) is never true
                 for _ in self.right.execute(partition, ctx):
