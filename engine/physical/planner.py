@@ -280,12 +280,12 @@ class PhysicalPlanner:
         # build on the smaller estimated input, mirroring the join type when that is the
         # right (left <-> right, semi/anti -> right_semi/right_anti). NOT IN builds on its
         # subquery: it must see every build key (a NULL anywhere empties the result).
-        # INTERSECT / EXCEPT (null-equal semi / anti joins) build on their right operand, as
-        # DuckDB does: it runs first, and when it is empty the left operand of an INTERSECT
-        # never runs (an overflow there raises in neither engine, seed 9101).
+        # INTERSECT (a null-equal semi join) builds on its right operand, as DuckDB does: it
+        # runs first, and when it is empty the left operand never runs (an overflow there
+        # raises in neither engine, seed 9101).
         left_rows, right_rows = estimate_rows(node.left), estimate_rows(node.right)
         build_right = node.null_aware or right_rows <= left_rows or \
-            (node.null_equal and node.kind in ("semi", "anti"))
+            (node.null_equal and node.kind == "semi")
         kind = _SWAPPED[node.kind] if build_right else _DIRECT[node.kind]
         build_rows, probe_rows = (right_rows, left_rows) if build_right else \
             (left_rows, right_rows)
