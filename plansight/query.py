@@ -28,6 +28,7 @@ from plansight.engine.physical.plan import ExecutionPlan, format_physical, opera
 from plansight.errors import (
     Cancelled,
     ExecutionError,
+    PlanError,
     PlansightError,
     add_caret,
     internal_error,
@@ -154,6 +155,48 @@ class Query:
             raise PlansightError("the query is nested too deeply to plan") from e
         except Exception as e:  # a bug: keep the traceback, say so
             raise internal_error(e, "planning") from e
+
+    #: options that change neither what the query binds to nor the bound plan: the
+    #: optimizer switch (its rules start from the bound plan) and the physical options
+    #: (partitions, batch size). ``with_options`` replans for them without binding again.
+    REPLANNABLE_OPTIONS = frozenset({"optimizer", "target_partitions", "batch_size"})
+
+    def with_options(self, options: dict[str, Any]) -> Query:
+        """This query planned for other ``REPLANNABLE_OPTIONS``: the bound logical plan is
+        reused (and the optimized one too when the optimizer switch stays), the rest is
+        planned again. The differential fuzzer runs each query at several settings and with
+        the optimizer off, where parsing and binding came out the same every time and cost a
+        third of a run's time."""
+        from plansight.engine.optimizer.optimizer import optimize
+        from plansight.engine.physical.planner import PhysicalPlanner
+        from plansight.engine.physical_optimizer import optimize_physical
+        from plansight.session import apply_option
+
+        unknown = set(options) - self.REPLANNABLE_OPTIONS
+        if unknown:
+            raise PlanError(f"with_options takes only {sorted(self.REPLANNABLE_OPTIONS)}, "
+                            f"not {sorted(unknown)}: the others can change the bound plan")
+        config = self.config.copy()
+        for name, value in options.items():
+            apply_option(config, name, value)
+        query = Query(self.session, self.sql, None, self.tables, self.params, config)
+        query.statement, query._explain = self.statement, self._explain
+        query.logical = self.logical
+        if self.logical is not None:
+            try:
+                query.optimized = self.optimized if config.optimizer == self.config.optimizer \
+                    else optimize(self.logical, config.optimizer)
+                query.physical = optimize_physical(
+                    PhysicalPlanner(config).plan(query.optimized), config)
+                if config.cluster is not None:
+                    query._stage()
+            except PlansightError as e:
+                raise add_caret(e, self.sql) from None
+            except RecursionError as e:
+                raise PlansightError("the query is nested too deeply to plan") from e
+            except Exception as e:  # a bug: keep the traceback, say so
+                raise internal_error(e, "planning") from e
+        return query
 
     def _stage(self) -> None:
         """On a cluster: cut the plan into stages (shown by EXPLAIN, run by the workers).

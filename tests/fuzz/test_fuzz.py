@@ -59,9 +59,10 @@ def _kinds(sql: str) -> list[tuple[str, str]]:
     ("SELECT count(*) FROM t HAVING sum(x) > 0", "sum-beyond-bigint", "SUM past BIGINT"),
     # DuckDB computes -(-2**31) on rows the FILTER excludes; plansight does not
     ("SELECT max(-(i)) FILTER (WHERE b) FROM t", "evaluation-order", "FILTER excludes"),
-    # DuckDB evaluates the right operand though the empty left one decides the result (plansight
-    # skips it: a dynamic filter from the empty build side drops every row first)
-    ("SELECT i, x FROM t WHERE i > 5 INTERSECT SELECT abs(i), x FROM t", "evaluation-order",
+    # DuckDB evaluates the right operand though the empty left one decides the result
+    # (plansight builds on the smaller left side; its empty build side skips the probe side;
+    # an INTERSECT builds on the right operand in both engines, and both raise)
+    ("SELECT i, x FROM t WHERE i > 5 EXCEPT SELECT abs(i), x FROM t", "evaluation-order",
      "INTERSECT/EXCEPT"),
 ])
 def test_differences_that_are_not_bugs_are_classified(sql, kind, detail):
@@ -115,3 +116,29 @@ def test_correlated_in_computed_only_where_it_correlates_is_evaluation_order():
     findings = [(f.kind, f.detail) for f in check(sql, tables, [(1, 8192), (2, 3)])]
     assert findings == [("evaluation-order", "DuckDB computes x of x IN (correlated subquery) "
                                              "for rows that correlate with no inner row")]
+
+
+def test_a_query_replanned_for_other_options_equals_one_planned_for_them():
+    """``Query.with_options`` (the fuzzer plans each text once) reuses the bound plan: its
+    plans and results are those of the query planned from the text with those options, and
+    an option that could change the bound plan is refused."""
+    import pyarrow as pa
+
+    import plansight as ps
+    from plansight.errors import PlanError
+
+    session = ps.Session(target_partitions=1)
+    session.register("t", pa.table({"k": [1, 2, 2, None, 3] * 3, "v": list(range(15))}))
+    sql = ("SELECT k, sum(v) AS s, (SELECT max(v) FROM t AS i WHERE i.k = o.k) AS m "
+           "FROM t AS o WHERE v > 1 GROUP BY k ORDER BY k NULLS FIRST")
+    first = session.sql(sql)
+    for options in ({"target_partitions": 3, "batch_size": 2},
+                    {"optimizer": False, "target_partitions": 2, "batch_size": 7},
+                    {"optimizer": False}):
+        again = first.with_options(options)
+        fresh = session.sql(sql, options=options)
+        assert again.explain() == fresh.explain()
+        assert again.to_arrow().equals(fresh.to_arrow())
+        assert first.to_arrow().equals(fresh.to_arrow())
+    with pytest.raises(PlanError, match="integer_division"):
+        first.with_options({"integer_division": True})
