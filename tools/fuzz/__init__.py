@@ -5,6 +5,12 @@ logic partitioning and with the optimizer off vs on; failing queries are reduced
     python -m tools.fuzz --seed 1 --queries 200 --reduce
 
 ``run`` is the library entry point (the CI test calls it).
+
+Throughput: a query costs about 40 ms of CPU (seed 9102, 300 queries after a warm-up, two
+settings each plus the optimizer-off reference and TLP), most of it plansight planning and
+running tiny plans; DuckDB is under a tenth. Each text is parsed and bound once and planned
+again per setting (``Query.with_options``): 13.7 -> 11.1 s CPU (median of 3 interleaved
+runs, loaded 2-core machine), 488 -> 662 queries per wall minute.
 """
 
 from __future__ import annotations
