@@ -10,7 +10,6 @@ import numpy as np
 
 from plansight.engine.logical.expr import Expr
 from plansight.engine.physical.joins.build import SharedBuild
-from plansight.engine.physical.joins.hash_join import EMPTY_WITHOUT_BUILD_JOIN_TYPES
 from plansight.engine.physical.joins.output import JoinAssembler, join_schema
 from plansight.engine.physical.plan import (
     SINGLE_PARTITION,
@@ -51,8 +50,6 @@ class NestedLoopJoinExec(ExecutionPlan):
             build, _ = self.shared_build.acquire(ctx)
             assembler = JoinAssembler(build, self.join_type, self.schema, self.filter)
             n_build = build.num_rows
-            if n_build == 0 and self.join_type in EMPTY_WITHOUT_BUILD_JOIN_TYPES:
-                return  # the probe side never runs (see hash_join.py)
             for batch in self.right.execute(partition, ctx):
                 if n_build == 0:
                     yield from assembler.probe(batch, np.empty(0, np.int64),
