@@ -296,6 +296,42 @@ def _needle_computed_early(engines: Engines, sql: str, actual: pa.Table,
         _compare(actual, expected, sql, ordered) is None
 
 
+# operators and functions that are NULL when their first operand is NULL, whatever the others
+_STRICT = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.EQ, exp.NEQ, exp.GT,
+           exp.GTE, exp.LT, exp.LTE, exp.Nullif)
+
+
+def null_operand_as_case(sql: str) -> str | None:
+    """``sql`` with each ``a OP b`` (arithmetic, comparison, NULLIF) written ``CASE WHEN a IS
+    NULL THEN NULL ELSE a OP b END``, or None when it has none. DuckDB skips the other
+    operands of such an operator when its first operand is NULL in every row of a vector
+    (``CASE j WHEN 7 THEN j END - j * 2`` computes no ``j * 2`` then); plansight computes
+    them, and its CASE is lazy."""
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    nodes = [n for n in tree.find_all(*_STRICT)]
+    if not nodes:
+        return None
+    for node in sorted(nodes, key=lambda n: -n.depth):  # the innermost first
+        first = node.this.copy()
+        node.replace(exp.Case(ifs=[exp.If(this=exp.Is(this=exp.Paren(this=first),
+                                                      expression=exp.Null()),
+                                          true=exp.Null())], default=node.copy()))
+    return tree.sql(dialect="duckdb")
+
+
+def _null_operand_skipped(engines: Engines, sql: str, expected: pa.Table,
+                          ordered: bool, partitions: int, batch_size: int) -> bool:
+    """Whether plansight's error comes from an operand DuckDB never computed because the
+    operand before it was NULL (``null_operand_as_case``): plansight runs the query with
+    those operands guarded by a lazy CASE and returns DuckDB's result."""
+    rewritten = null_operand_as_case(sql)
+    if rewritten is None:
+        return False
+    again = engines.plansight(rewritten, partitions, batch_size)
+    return not isinstance(again, Exception) and \
+        _compare(again, expected, sql, ordered) is None
+
+
 def _empty_operand_decides(engines: Engines, sql: str, actual: pa.Table) -> bool:
     """Whether ``sql`` is ``A INTERSECT B`` with A or B empty, or ``A EXCEPT B`` with A
     empty (DuckDB runs that operand alone without error and gets no row), and plansight's
@@ -390,6 +426,12 @@ def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[
             if isinstance(actual, ExecutionError) and engines.duckdb_unoptimized_fails(sql):
                 findings.append(Finding("evaluation-order", f"DuckDB's optimizer skipped: "
                                         f"{detail}", sql, where))
+                break
+            if isinstance(actual, ExecutionError) and not isinstance(expected, Exception) \
+                    and _null_operand_skipped(engines, sql, expected, ordered, partitions,
+                                              batch_size):
+                findings.append(Finding("evaluation-order", f"DuckDB skips an operand beside "
+                                        f"a NULL one: {detail}", sql, where))
                 break
             findings.append(Finding(kind, detail, sql, where))
             break
