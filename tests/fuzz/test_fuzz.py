@@ -70,6 +70,8 @@ def _kinds(sql: str) -> list[tuple[str, str]]:
     ("SELECT CASE x WHEN 7 THEN x END - x * 2 FROM t", "evaluation-order", "beside a NULL"),
     ("SELECT NULLIF(CAST(NULL AS INTEGER), i - 1) FROM t", "evaluation-order",
      "beside a NULL"),
+    ("SELECT CASE NULLIF(i, i) WHEN x * 2 THEN 1 END FROM t", "evaluation-order",
+     "beside a NULL"),
 ])
 def test_differences_that_are_not_bugs_are_classified(sql, kind, detail):
     (found,) = _kinds(sql)

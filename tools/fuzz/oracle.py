@@ -308,6 +308,12 @@ def null_operand_as_case(sql: str) -> str | None:
     (``CASE j WHEN 7 THEN j END - j * 2`` computes no ``j * 2`` then); plansight computes
     them, and its CASE is lazy."""
     tree = sqlglot.parse_one(sql, read="duckdb")
+    for case in [c for c in tree.find_all(exp.Case) if c.args.get("this") is not None]:
+        # CASE x WHEN y THEN r: the searched CASE WHEN x = y THEN r, whose = is guarded too
+        operand = case.args["this"]
+        case.set("this", None)
+        for branch in case.args.get("ifs") or []:
+            branch.set("this", exp.EQ(this=operand.copy(), expression=branch.this.copy()))
     nodes = [n for n in tree.find_all(*_STRICT)]
     if not nodes:
         return None
