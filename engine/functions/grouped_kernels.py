@@ -4,14 +4,16 @@
     argument columns ──scatter by id (numba)──▶ sum / count / min / max / avg per group
                      ──anything else: Arrow's group_by over the ids──▶ reordered by id
 
-Integer-encoded keys only (integers, dates, decimals up to 18 digits, ...). With many groups
-Arrow's hash aggregation costs far more than a dense id and a scatter (Q18 groups 6M
-lineitem rows into 1.5M orders: 0.65 s against 0.25 s), most of all for surrogate keys in a
-narrow range, numbered by an array instead of a hash table; and every kernel here releases
-the GIL, so partitions aggregate at the same time. String keys stay with Arrow: per-row
-hashing of short strings measured no faster than Arrow's (Q1's flags), and the strings would
-first be copied into one buffer. Other key types (decimals over 18 digits, nested types)
-leave the whole aggregate to Arrow too.
+Integer-encoded keys (integers, dates, decimals up to 18 digits, ...) and strings of at most
+7 bytes, packed into one int64 each (keys.py). With many groups Arrow's hash aggregation
+costs far more than a dense id and a scatter (Q18 groups 6M lineitem rows into 1.5M orders:
+0.65 s against 0.25 s), most of all for surrogate keys in a narrow range, numbered by an
+array instead of a hash table; and every kernel here releases the GIL, so partitions
+aggregate at the same time. Longer strings stay with Arrow: per-row hashing of bytes
+measured no faster than Arrow's, and the strings would first be copied into one buffer;
+packed, Q1's two one-letter flags number through one range table together, and its
+aggregate (6M rows, 11 states) took ~0.4 s against Arrow's ~0.55 s. Other key types
+(decimals over 18 digits, nested types) leave the whole aggregate to Arrow too.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pyarrow as pa
 
 from plansight.engine.kernels import decimal as D
 from plansight.engine.kernels import group_states as S
-from plansight.engine.kernels.keys import group_ids, key_kind, validity
+from plansight.engine.kernels.keys import group_ids, key_kind, short_bytes, validity
 
 #: the aggregates computed by a scatter kernel (others go to Arrow, grouped by the ids)
 COMPILED = ("count", "count_star", "sum", "avg", "mean", "min", "max")
@@ -36,17 +38,19 @@ def aggregate_by_ids(table: pa.Table, keys: list[str], specs: list,
     column has no integer encoding. ``aggregate_rest(table, keys, specs)`` computes the
     specs no kernel covers (Arrow's path), grouped by an id column."""
     columns = [table[k] for k in keys]
-    if any(key_kind(c.type) != "int" for c in columns):
-        return None  # strings: Arrow's hash aggregation is as fast as ours, see module doc
+    if not all(key_kind(c.type) == "int" or key_kind(c.type) == "bytes" and short_bytes(c)
+               for c in columns):
+        return None  # long strings: Arrow's hash aggregation is as fast as ours (module doc)
     ids, groups = group_ids(columns)
     first_index = pa.array(S.first_rows(ids, groups), pa.int64())
     out = [c.take(first_index) for c in columns]
     results: dict[int, pa.Array] = {}
+    shared: dict = {}  # (column, kind) -> (sums, counts): one pass for SUM(x) and AVG(x)
     for i, spec in enumerate(specs):
         result = None
         if spec.func in COMPILED and not spec.distinct:
             column = table[spec.column] if spec.column is not None else None
-            result = _compiled(spec, column, ids, groups)
+            result = _compiled(spec, column, ids, groups, shared)
         if result is not None:
             results[i] = result
     rest = [i for i in range(len(specs)) if i not in results]
@@ -73,16 +77,22 @@ def _chunks(column: pa.ChunkedArray | pa.Array, ids: np.ndarray):
         start += len(chunk)
 
 
-def _compiled(spec, column, ids: np.ndarray, groups: int) -> pa.Array | None:
-    """``spec`` per group by a scatter kernel, or None when none applies (type, overflow)."""
+def _compiled(spec, column, ids: np.ndarray, groups: int, shared: dict) -> pa.Array | None:
+    """``spec`` per group by a scatter kernel, or None when none applies (type, overflow).
+    ``shared`` keeps the integer sums and counts per argument column, so SUM(x), AVG(x) and
+    COUNT(x) of one column (TPC-H Q1's, an AVG's partial state) scatter it once."""
     func = spec.func
     counts = np.zeros(groups, dtype=np.int64)
     if func == "count_star":
         S.count_rows(ids, counts)
         return pa.array(counts, pa.int64())
     if func == "count":
+        known = shared.get(("count", spec.column))
+        if known is not None:
+            return pa.array(known, pa.int64())
         for chunk, chunk_ids in _chunks(column, ids):
             S.count_valid(chunk_ids, validity(chunk), counts)
+        shared[("count", spec.column)] = counts
         return pa.array(counts, pa.int64())
     t = column.type
     kind = _value_kind(t)
@@ -101,11 +111,20 @@ def _compiled(spec, column, ids: np.ndarray, groups: int) -> pa.Array | None:
         return _typed(states, counts > 0, t, kind)
     if kind != "float" and (func == "sum" and not pa.types.is_floating(spec.type) or
                             kind == "decimal"):
-        sums = np.zeros(groups, dtype=np.int64)
-        for chunk, chunk_ids in _chunks(column, ids):
-            if not S.sum_int(chunk_ids, _int64_values(chunk, kind), validity(chunk), sums,
-                             counts):
-                return None  # Arrow's path raises the SQL error or sums on wider words
+        known = shared.get((spec.column, kind))
+        if known is False:
+            return None
+        if known is not None:
+            sums, counts = known
+        else:
+            sums = np.zeros(groups, dtype=np.int64)
+            for chunk, chunk_ids in _chunks(column, ids):
+                if not S.sum_int(chunk_ids, _int64_values(chunk, kind), validity(chunk), sums,
+                                 counts):
+                    shared[(spec.column, kind)] = False
+                    return None  # Arrow's path raises the SQL error or sums on wider words
+            shared[(spec.column, kind)] = (sums, counts)
+            shared[("count", spec.column)] = counts
         if func == "sum" and not pa.types.is_floating(spec.type):
             return _typed(sums, counts > 0, pa.int64() if kind == "int" else spec.type, kind)
         totals = sums.astype(np.float64) / 10.0 ** t.scale  # a decimal's double sum or avg

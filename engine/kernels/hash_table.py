@@ -244,6 +244,32 @@ def _same_bytes(a, a_start, a_end, b, b_start, b_end):
     return True
 
 
+#: the longest bytes ``pack_short_bytes`` packs: 7 bytes and a 3-bit length fill 59 bits
+MAX_PACKED_BYTES = 7
+
+
+@kernel
+def pack_short_bytes(offsets, data, valid):
+    """Each key of at most ``MAX_PACKED_BYTES`` bytes as one int64: its bytes from bit 3 up
+    (the first byte lowest), its length in the low 3 bits -- distinct keys give distinct
+    integers, so they number like any int64 key (0 under invalid rows). Short strings
+    (flags, modes, country codes, priorities) then take the integer tables: one-character
+    flags fall in a range of a few thousand values, numbered by an array, no hashing.
+    Returns (packed, True), or (unfinished, False) at the first longer valid key."""
+    n = len(offsets) - 1
+    out = np.zeros(n, np.int64)
+    for i in range(n):
+        if valid[i]:
+            start, end = offsets[i], offsets[i + 1]
+            if end - start > MAX_PACKED_BYTES:
+                return out, False
+            packed = np.int64(end - start)
+            for k in range(end - start):
+                packed |= np.int64(data[start + k]) << (8 * k + 3)
+            out[i] = packed
+    return out, True
+
+
 @kernel
 def bytes_factorize(offsets, data, valid):
     """(id per row or -1, slots, first row of each id, hashes of the ids' keys).

@@ -19,9 +19,11 @@ import pyarrow as pa
 
 from plansight.engine.kernels.decimal import fits_int64, unscaled
 from plansight.engine.kernels.hash_table import (
+    MAX_PACKED_BYTES,
     bytes_factorize,
     int_factorize,
     int_lookup,
+    pack_short_bytes,
     range_factorize,
     range_lookup,
 )
@@ -118,6 +120,51 @@ def fixed_width(key: pa.Array, dtype) -> np.ndarray:
     return np.frombuffer(key.buffers()[1], dtype=dtype)[key.offset:key.offset + len(key)]
 
 
+def _integer_key(key: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int64 values, validity) of an "int" kind key or a "bytes" one whose values are all
+    short enough to pack; None for longer bytes."""
+    key = plain(key)
+    valid = validity(key)
+    if key_kind(key.type) == "int":
+        return int_values(key), valid
+    packed, short = pack_short_bytes(*byte_buffers(key), valid)
+    return (packed, valid) if short else None
+
+
+def _joint_range_codes(keys: list) -> np.ndarray | None:
+    """One int64 per row over several key columns, (v1 - low1) * width2 + (v2 - low2) ...
+    (NULL the last value of its column), when every column is integer (or short bytes) and
+    the joint span fits a range table (``key_range``); else None. Then the rows take one
+    array-indexed numbering instead of one per column and another for the combination:
+    TPC-H Q1's two flags."""
+    n = len(keys[0])
+    if n == 0:
+        return None
+    combined, span = np.zeros(n, dtype=np.int64), 1
+    for key in keys:
+        if key_kind(_plain_type(key.type)) not in ("int", "bytes"):
+            return None
+        pair = _integer_key(key)
+        if pair is None:
+            return None
+        values, valid = pair
+        every = bool(valid.all())
+        kept = values if every else values[valid]
+        if len(kept) == 0:
+            low = high = 0
+        else:
+            low, high = int(kept.min()), int(kept.max())
+        width = high - low + 1 + (0 if every else 1)
+        span *= width
+        if span > MAX_RANGE_SLOTS or span > RANGE_SLOTS_PER_ROW * n + 1024:
+            return None  # a range table would not take it: numbered column by column
+        codes = values - low
+        if not every:
+            codes[~valid] = width - 1
+        combined = combined * width + codes
+    return combined
+
+
 def int_values(key: pa.Array) -> np.ndarray:
     """An "int" kind key as exact int64 values (arbitrary where NULL)."""
     t = key.type
@@ -150,6 +197,23 @@ def byte_buffers(key: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
+def short_bytes(key: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether every value of a "bytes" kind key is at most ``MAX_PACKED_BYTES`` long, so
+    ``column_codes`` numbers it as packed integers (no byte hashing). A pass over the
+    offsets only."""
+    chunks = key.chunks if isinstance(key, pa.ChunkedArray) else [key]
+    for chunk in chunks:
+        if len(chunk) == 0:
+            continue
+        if not (pa.types.is_string(chunk.type) or pa.types.is_binary(chunk.type) or
+                pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)):
+            return False
+        offsets, _ = byte_buffers(chunk)
+        if int(np.diff(offsets).max()) > MAX_PACKED_BYTES:
+            return False
+    return True
+
+
 def column_codes(key: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
     """(code per row, number of codes) of an "int" or "bytes" kind key column, codes dense
     in order of first appearance, NULL the last code when present."""
@@ -166,8 +230,14 @@ def column_codes(key: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
     else:
         key = plain(key)
         valid = validity(key)
-        ids, _, first, _ = bytes_factorize(*byte_buffers(key), valid)
-        cardinality = len(first)
+        offsets, data = byte_buffers(key)
+        packed, short = pack_short_bytes(offsets, data, valid)
+        if short:  # every key fits an int64: numbered as integers (a range when they can)
+            ids, _, uniques, _ = factorize_ints(packed, valid)
+            cardinality = len(uniques)
+        else:
+            ids, _, first, _ = bytes_factorize(offsets, data, valid)
+            cardinality = len(first)
     if key.null_count:
         ids[~valid] = cardinality
         cardinality += 1
@@ -183,6 +253,11 @@ def group_ids(keys: list[pa.Array]) -> tuple[np.ndarray, int]:
         >>> ids.tolist(), groups
         ([0, 1, 0, 2], 3)
     """
+    if len(keys) > 1:
+        joint = _joint_range_codes(keys)
+        if joint is not None:
+            ids, _, uniques, _ = factorize_ints(joint, np.ones(len(joint), dtype=bool))
+            return ids, len(uniques)
     codes, groups = column_codes(keys[0])
     if len(keys) == 1:
         return codes, groups

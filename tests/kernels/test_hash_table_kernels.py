@@ -205,3 +205,46 @@ def test_group_ids_number_rows_with_nulls_as_a_group():
         # the same partition of the rows (ids may be numbered differently)
         pairs = set(zip(ids.tolist(), [reference[row] for row in rows]))
         assert len(pairs) == groups
+
+
+def test_short_strings_pack_into_distinct_integers():
+    """Keys of up to 7 bytes become int64s: equal only when the bytes and lengths are."""
+    from plansight.engine.kernels.keys import byte_buffers, short_bytes
+
+    values = ["", "a", "a\x00", "\x00", "\x00a", "ab", "ba", "abcdefg", "\xff" * 3, "é", None]
+    array = pa.array(values)
+    valid = np.asarray(array.is_valid(), dtype=bool)
+    packed, short = ht.pack_short_bytes(*byte_buffers(array), valid)
+    assert short and short_bytes(array)
+    kept = packed[valid].tolist()
+    assert len(set(kept)) == len(kept) and min(kept) >= 0
+    longer = pa.array(["ab", None, "abcdefgh"])
+    _, short = ht.pack_short_bytes(*byte_buffers(longer), np.array([True, False, True]))
+    assert not short and not short_bytes(longer)
+    # a long value under a NULL is not read: the valid ones still pack
+    _, short = ht.pack_short_bytes(*byte_buffers(longer), np.array([True, True, False]))
+    assert short
+
+
+def test_group_ids_of_short_strings_and_small_ints_match_a_reference():
+    """The joint range numbering (short strings packed, columns combined by their spans)
+    groups as the column-by-column numbering does, NULLs a value of their own, also past
+    one chunk and with a long string that sends a column back to byte hashing."""
+    from plansight.engine.kernels.keys import group_ids
+
+    rng = np.random.default_rng(5)
+    flags = [None if x == 0 else "ANR"[x - 1] for x in rng.integers(0, 4, 500)]
+    modes = [None if x == 0 else ["MAIL", "SHIP", "AIR", "REG AIR"][x - 1]
+             for x in rng.integers(0, 5, 500)]
+    years = [None if x == 0 else 1990 + int(x) for x in rng.integers(0, 8, 500)]
+    names = ["a much longer name" if x == 0 else "n" for x in rng.integers(0, 5, 500)]
+    for keys in ([flags, modes], [flags, years], [modes, years, flags], [flags, names]):
+        arrays = [pa.chunked_array([pa.array(k[:170]), pa.array(k[170:])]) for k in keys]
+        ids, groups = group_ids(arrays)
+        rows = list(zip(*keys))
+        reference = {}
+        for row in rows:
+            reference.setdefault(row, len(reference))
+        assert groups == len(reference)
+        # numbered in order of first appearance, as the column-by-column path numbers them
+        assert ids.tolist() == [reference[row] for row in rows]
