@@ -86,13 +86,19 @@ def test_kernels_report_overflow_instead_of_wrapping():
     _, ok = D.multiply_scaled(big, 1, big, 1, valid, 0, True)
     assert not ok  # 9e18 is too close to 2**63 to trust
     out, ok = D.multiply_scaled(big, 1, np.array([2], np.int64), 0, valid, 10**10, False)
-    assert ok and out.tolist() == [6 * 10**9, -6 * 10**9, 10]
+    assert ok and out[::2].tolist() == [6 * 10**9, -6 * 10**9, 10]  # decimal128 words
+    assert out[1::2].tolist() == [0, -1, 0]  # each value's sign word
     _, ok = D.add_scaled(big, 1, 1, np.array([10**9], np.int64), 0, -10, valid, 10**10)
     assert not ok  # -3e9 - 1e10 leaves DECIMAL(10)
     _, ok = D.add_scaled(big, 1, 3, big, 1, 1, valid, 10**10)
     assert not ok  # 4 x 3e9 leaves DECIMAL(10)
     out, ok = D.add_scaled(big, 1, 3, big, 1, 1, np.array([False, True, True]), 10**11)
-    assert ok and out.tolist() == [0, -12 * 10**9, 20]  # the masked row is skipped
+    assert ok and out[::2].tolist() == [0, -12 * 10**9, 20]  # the masked row is skipped
+    unmasked, ok = D.multiply_scaled(big, 1, np.array([2], np.int64), 0, np.ones(0, bool),
+                                     10**10, False)  # no mask: every row, as many as a's
+    assert ok and unmasked[::2].tolist() == [6 * 10**9, -6 * 10**9, 10]
+    _, ok = D.add_scaled(np.array([7], np.int64), 0, 1, big, 1, 4, np.ones(0, bool), 10**10)
+    assert not ok  # the constant first: the rows still come from b (4 x 3e9 + 7)
 
 
 def test_tpch_q1_arithmetic_and_sums_take_the_int64_path(monkeypatch):

@@ -221,16 +221,19 @@ def _decimal_on_int64(op: str, a: Value, b: Value, to: pa.DataType) -> Value | N
     if x is None or y is None:
         return None
     n = len(a) if not is_scalar(a) else len(b)
-    valid = np.ones(n, dtype=bool)
+    valid = None  # no NULLs: the kernels read no mask
     for v in (a, b):
         if not is_scalar(v) and v.null_count:
+            if valid is None:
+                valid = np.ones(n, dtype=bool)
             valid &= np.asarray(v.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    mask = valid if valid is not None else np.ones(0, dtype=bool)
     bound = 10 ** to.precision if to.precision <= D.MAX_INT64_PRECISION else 0
     if op == "multiply":
         if to.scale != a.type.scale + b.type.scale:
             return None
         check = a.type.precision + b.type.precision > D.MAX_INT64_PRECISION
-        out, ok = D.multiply_scaled(x[0], x[1], y[0], y[1], valid, bound, check)
+        out, ok = D.multiply_scaled(x[0], x[1], y[0], y[1], mask, bound, check)
     else:
         if to.scale < max(a.type.scale, b.type.scale) or any(
                 t.precision - t.scale + to.scale > D.MAX_INT64_PRECISION
@@ -238,10 +241,10 @@ def _decimal_on_int64(op: str, a: Value, b: Value, to: pa.DataType) -> Value | N
             return None  # a rescaled operand might not fit int64
         fa, fb = 10 ** (to.scale - a.type.scale), 10 ** (to.scale - b.type.scale)
         out, ok = D.add_scaled(x[0], x[1], fa, y[0], y[1], -fb if op == "subtract" else fb,
-                               valid, bound)
+                               mask, bound)
     if not ok:
         return None
-    return D.from_unscaled(out, valid, to)
+    return D.from_words(out, valid, to)
 
 
 @kernel("add", "subtract", "multiply")

@@ -36,6 +36,7 @@ from plansight.engine.functions.scalar.vector import (
     is_scalar,
     scalar_value,
 )
+from plansight.engine.kernels import decimal as D
 from plansight.engine.logical.expr import Call, Expr, Literal
 
 SYMBOLS = {"eq": "=", "neq": "<>", "lt": "<", "lte": "<=", "gt": ">", "gte": ">=",
@@ -115,7 +116,34 @@ def comparison_kernel(args: list[Value], call_: Call) -> Value:
     a, b = (_comparable(x) for x in args)
     if T.is_float(a.type) or T.is_float(b.type):
         return _float_comparison(call_.func, a, b)
+    if D.fits_int64(a.type) and a.type == b.type:
+        fast = _decimal_comparison(call_.func, a, b)
+        if fast is not None:
+            return fast
     return _ARROW[call_.func](a, b)
+
+
+def _decimal_comparison(func: str, a: Value, b: Value) -> pa.Array | None:
+    """DECIMAL(p <= 18) operands of one type compared on their int64 values (compiled);
+    None (Arrow decides) for NULLs, a NULL constant, chunked or constant-only operands."""
+    operands = []
+    length = None
+    for value in (a, b):
+        if is_scalar(value):
+            if not value.is_valid:
+                return None
+            operands.append((np.array([int(value.as_py().scaleb(value.type.scale))],
+                                       dtype=np.int64), 0))
+        elif isinstance(value, pa.Array) and value.null_count == 0:
+            operands.append((D.unscaled(value), 1))
+            length = len(value)
+        else:
+            return None
+    if length is None:
+        return None
+    (x, x_step), (y, y_step) = operands
+    bits = D.compare_scaled(x, x_step, y, y_step, length, D.COMPARISONS[func])
+    return pa.Array.from_buffers(pa.bool_(), length, [None, pa.py_buffer(bits)], null_count=0)
 
 
 def _float_comparison(func: str, a: Value, b: Value) -> Value:
