@@ -118,3 +118,22 @@ def test_tpch_q1_arithmetic_and_sums_take_the_int64_path(monkeypatch):
     monkeypatch.setattr(D, "from_unscaled", from_unscaled)
     check("SELECT g, sum(p * (1 - r)), sum(r * (1 + r)) FROM t GROUP BY g", {"t": _table()})
     assert calls["multiply"] >= 2 and calls["add"] >= 2 and calls["sum"] >= 1, calls
+
+
+@pytest.mark.parametrize("func", ["eq", "neq", "lt", "lte", "gt", "gte"])
+def test_int64_decimal_comparisons_match_arrows(func):
+    """The compiled comparison of DECIMAL(p <= 18) values (bits made 8 rows at a time) gives
+    Arrow's result: negative values, a sliced array (offset, a length not a multiple of 8),
+    a constant on either side; NULLs leave it to Arrow."""
+    from plansight.engine.functions.scalar.comparison import _ARROW, _decimal_comparison
+
+    rng = np.random.default_rng(7)
+    t = pa.decimal128(15, 2)
+    a = pa.array([Decimal(int(v)).scaleb(-2) for v in rng.integers(-300, 300, 203)], t)
+    b = pa.array([Decimal(int(v)).scaleb(-2) for v in rng.integers(-300, 300, 203)], t)
+    constant = pa.scalar(Decimal("-0.37"), t)
+    for x, y in ((a, b), (a.slice(5), b.slice(5)), (a.slice(3, 77), constant),
+                 (constant, b.slice(11))):
+        got = _decimal_comparison(func, x, y)
+        assert got is not None and got.equals(_ARROW[func](x, y))
+    assert _decimal_comparison(func, pa.array([Decimal("1.00"), None], t), constant) is None
