@@ -71,3 +71,20 @@ def test_integer_sum_overflow_is_still_an_error():
                   "v": pa.array([(1 << 62), (1 << 62), 1], pa.int64())})
     with pytest.raises(ExecutionError, match="Overflow"):
         run_plansight("SELECT k, sum(v) FROM t GROUP BY k", {"t": t})
+
+
+def test_take_rows_takes_chunk_by_chunk_in_the_rows_order():
+    """The group keys' first rows taken per chunk give ``take``'s values, in the rows' order
+    (ascending or not, repeated), across empty chunks and NULLs."""
+    from plansight.engine.functions.grouped_kernels import take_rows
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        sizes = rng.integers(0, 6, rng.integers(1, 5))
+        chunks = [pa.array([None if rng.random() < 0.2 else f"s{rng.integers(0, 100)}"
+                            for _ in range(size)], pa.string()) for size in sizes]
+        column = pa.chunked_array(chunks, pa.string())
+        if len(column) == 0:
+            continue
+        rows = rng.integers(0, len(column), rng.integers(1, 10)).astype(np.int64)
+        assert take_rows(column, rows).to_pylist() == column.take(pa.array(rows)).to_pylist()
