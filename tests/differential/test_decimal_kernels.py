@@ -129,11 +129,14 @@ def test_int64_decimal_comparisons_match_arrows(func):
 
     rng = np.random.default_rng(7)
     t = pa.decimal128(15, 2)
-    a = pa.array([Decimal(int(v)).scaleb(-2) for v in rng.integers(-300, 300, 203)], t)
-    b = pa.array([Decimal(int(v)).scaleb(-2) for v in rng.integers(-300, 300, 203)], t)
+    n = 5003  # above COMPILED_COMPARISON_ROWS, not a multiple of 8
+    a = pa.array([Decimal(int(v)).scaleb(-2) for v in rng.integers(-300, 300, n)], t)
+    b = pa.array([Decimal(int(v)).scaleb(-2) for v in rng.integers(-300, 300, n)], t)
     constant = pa.scalar(Decimal("-0.37"), t)
-    for x, y in ((a, b), (a.slice(5), b.slice(5)), (a.slice(3, 77), constant),
+    for x, y in ((a, b), (a.slice(5), b.slice(5)), (a.slice(3, 4477), constant),
                  (constant, b.slice(11))):
         got = _decimal_comparison(func, x, y)
         assert got is not None and got.equals(_ARROW[func](x, y))
-    assert _decimal_comparison(func, pa.array([Decimal("1.00"), None], t), constant) is None
+    with_null = pa.array([Decimal("1.00"), None] * n, t)
+    assert _decimal_comparison(func, with_null, constant) is None
+    assert _decimal_comparison(func, a.slice(0, 100), constant) is None  # short: Arrow's

@@ -123,9 +123,19 @@ def comparison_kernel(args: list[Value], call_: Call) -> Value:
     return _ARROW[call_.func](a, b)
 
 
+#: fewer rows than this go to Arrow: the compiled path's fixed cost (the constant's
+#: conversion, the kernel call) outweighs its ~1 ns per row on the small batches that joins
+#: emit (Q19's predicate runs on its joined rows)
+COMPILED_COMPARISON_ROWS = 4096
+
+
 def _decimal_comparison(func: str, a: Value, b: Value) -> pa.Array | None:
     """DECIMAL(p <= 18) operands of one type compared on their int64 values (compiled);
-    None (Arrow decides) for NULLs, a NULL constant, chunked or constant-only operands."""
+    None (Arrow decides) for NULLs, a NULL constant, chunked or constant-only operands, and
+    short arrays."""
+    if min(len(v) if not is_scalar(v) else 1 << 62 for v in (a, b)) < \
+            COMPILED_COMPARISON_ROWS:
+        return None
     operands = []
     length = None
     for value in (a, b):
