@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -94,6 +96,20 @@ def as_plansight_error(error: BaseException) -> PlansightError:
     return internal_error(error, doing)
 
 
+@contextmanager
+def _planning_errors(sql: str) -> Iterator[None]:
+    """What planning raises, as a user sees it: plansight errors with a caret under ``sql``,
+    too-deep nesting as a plain error, anything else as an InternalError (a bug)."""
+    try:
+        yield
+    except PlansightError as e:
+        raise add_caret(e, sql) from None
+    except RecursionError as e:
+        raise PlansightError("the query is nested too deeply to plan") from e
+    except Exception as e:  # a bug: keep the traceback, say so
+        raise internal_error(e, "planning") from e
+
+
 class Query:
     """A lazily planned query; ``to_arrow()`` runs it.
 
@@ -141,7 +157,7 @@ class Query:
 
         options = {"integer_division": self.config.integer_division,
                    "default_null_order": self.config.default_null_order}
-        try:
+        with _planning_errors(self.sql):
             binder = Binder(self.tables, options, self.params, run_plan=self._run_constant)
             self.logical: LogicalPlan = binder.bind_statement(self.statement)
             self.optimized = optimize(self.logical, self.config.optimizer)
@@ -149,12 +165,6 @@ class Query:
             self.physical = optimize_physical(physical, self.config)
             if self.config.cluster is not None:
                 self._stage()
-        except PlansightError as e:
-            raise add_caret(e, self.sql) from None
-        except RecursionError as e:
-            raise PlansightError("the query is nested too deeply to plan") from e
-        except Exception as e:  # a bug: keep the traceback, say so
-            raise internal_error(e, "planning") from e
 
     #: options that change neither what the query binds to nor the bound plan: the
     #: optimizer switch (its rules start from the bound plan) and the physical options
@@ -183,19 +193,13 @@ class Query:
         query.statement, query._explain = self.statement, self._explain
         query.logical = self.logical
         if self.logical is not None:
-            try:
+            with _planning_errors(self.sql):
                 query.optimized = self.optimized if config.optimizer == self.config.optimizer \
                     else optimize(self.logical, config.optimizer)
                 query.physical = optimize_physical(
                     PhysicalPlanner(config).plan(query.optimized), config)
                 if config.cluster is not None:
                     query._stage()
-            except PlansightError as e:
-                raise add_caret(e, self.sql) from None
-            except RecursionError as e:
-                raise PlansightError("the query is nested too deeply to plan") from e
-            except Exception as e:  # a bug: keep the traceback, say so
-                raise internal_error(e, "planning") from e
         return query
 
     def _stage(self) -> None:
