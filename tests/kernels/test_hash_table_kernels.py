@@ -198,13 +198,19 @@ def test_group_ids_number_rows_with_nulls_as_a_group():
         arrays = [pa.chunked_array([pa.array(k[:150]), pa.array(k[150:])]) for k in keys]
         ids, groups = group_ids(arrays)
         rows = list(zip(*keys))
-        reference = {}
-        for row in rows:
-            reference.setdefault(row, len(reference))
+        reference = first_appearance_numbers(rows)
         assert groups == len(reference)
         # the same partition of the rows (ids may be numbered differently)
         pairs = set(zip(ids.tolist(), [reference[row] for row in rows]))
         assert len(pairs) == groups
+
+
+def first_appearance_numbers(rows: list[tuple]) -> dict[tuple, int]:
+    """Each distinct row numbered in order of first appearance: the reference grouping."""
+    numbers: dict[tuple, int] = {}
+    for row in rows:
+        numbers.setdefault(row, len(numbers))
+    return numbers
 
 
 def test_short_strings_pack_into_distinct_integers():
@@ -242,9 +248,7 @@ def test_group_ids_of_short_strings_and_small_ints_match_a_reference():
         arrays = [pa.chunked_array([pa.array(k[:170]), pa.array(k[170:])]) for k in keys]
         ids, groups = group_ids(arrays)
         rows = list(zip(*keys))
-        reference = {}
-        for row in rows:
-            reference.setdefault(row, len(reference))
+        reference = first_appearance_numbers(rows)
         assert groups == len(reference)
         # numbered in order of first appearance, as the column-by-column path numbers them
         assert ids.tolist() == [reference[row] for row in rows]
