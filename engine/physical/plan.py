@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from plansight.engine.errors import PlanError
 from plansight.engine.exec.compute_clock import CLOCK
 from plansight.engine.exec.context import TaskContext
 from plansight.engine.exec.events import OperatorFinished, OperatorStarted, RunProgress
@@ -32,34 +33,75 @@ _operator_ids = itertools.count(1)
 
 @dataclass(frozen=True)
 class Partitioning:
-    """How an operator's output rows are spread over its ``count`` partitions."""
+    """How an operator's output rows are spread over its ``count`` partitions.
+
+    ``hash_exprs``: partition p holds the rows whose hash of these expressions is p (what a
+    hash repartition makes; a co-partitioned join relies on the exact hash function).
+    ``disjoint_exprs``: rows equal on these expressions are in one partition, but placed by
+    something other than the engine's hash -- a scan whose partitions read row groups with
+    non-overlapping value ranges of a column. It groups rows like a hash partitioning (an
+    aggregate or window needs no exchange) and never co-partitions a join.
+    """
 
     count: int
     hash_exprs: tuple[Expr, ...] | None = None  # Hash(exprs, count); None: unknown/round robin
+    disjoint_exprs: tuple[Expr, ...] | None = None
 
     def __str__(self) -> str:
         if self.hash_exprs is not None:
             return f"Hash([{', '.join(map(str, self.hash_exprs))}], {self.count})"
+        if self.disjoint_exprs is not None:
+            return f"Disjoint([{', '.join(map(str, self.disjoint_exprs))}], {self.count})"
         return f"UnknownPartitioning({self.count})"
+
+    @property
+    def grouping_exprs(self) -> tuple[Expr, ...] | None:
+        """Expressions whose equal values are always in one partition (either kind)."""
+        return self.hash_exprs if self.hash_exprs is not None else self.disjoint_exprs
+
+    def renamed(self, rename: Callable[[Expr], Expr | None]) -> Partitioning:
+        """The same placement with each key expression replaced by ``rename(expr)`` (an
+        operator's output name for it); unknown placement when a key has none."""
+        exprs = self.grouping_exprs
+        if exprs is None:
+            return self
+        keys = tuple(rename(e) for e in exprs)
+        if any(k is None for k in keys):
+            return Partitioning(self.count)
+        if self.hash_exprs is not None:
+            return Partitioning(self.count, keys)
+        return Partitioning(self.count, disjoint_exprs=keys)
 
 
 @dataclass(frozen=True)
 class Distribution:
-    """What an operator requires of an input: ``kind`` unspecified | single | hash."""
+    """What an operator requires of an input: ``kind`` unspecified | single | hash.
+
+    ``hash_on``: for a grouping requirement, the keys a repartition inserted to meet it
+    hashes on -- a subset of ``exprs`` (hashing one high-NDV integer key is cheaper than
+    hashing all of them, strings included, and rows equal on every key are equal on it).
+    """
 
     kind: DistributionKind = DistributionKind.UNSPECIFIED
     exprs: tuple[Expr, ...] = ()
     partitions: int | None = None  # co-partitioned joins need exactly this many
+    hash_on: tuple[Expr, ...] | None = None
+
+    @property
+    def repartition_exprs(self) -> tuple[Expr, ...]:
+        return self.hash_on if self.hash_on is not None else self.exprs
 
     def satisfied_by(self, partitioning: Partitioning,
                      equivalences: Equivalences = NONE) -> bool:
         """Whether ``partitioning`` meets this requirement; a hash key may stand for any
         column ``equivalences`` knows equal to it (rows equal on one are equal on both).
 
-        Without a partition count (grouping: aggregates, windows) constant keys are ignored
-        on both sides: rows equal on ``b`` are equal on ``(a, b)`` when ``a`` is constant,
-        so Hash(b) groups them as Hash(a, b) would. A co-partitioned join (``partitions``
-        set) needs its exact keys: the other input is hashed on all of them.
+        Without a partition count (grouping: aggregates, windows) a partitioning on a subset
+        of the keys meets it (rows equal on all keys are equal on the subset, so they are in
+        one partition), whether hashed or disjoint, and constant keys are ignored on both
+        sides: rows equal on ``b`` are equal on ``(a, b)`` when ``a`` is constant. A
+        co-partitioned join (``partitions`` set) needs its exact keys hashed: the other
+        input is hashed on all of them.
         """
         if self.kind is DistributionKind.UNSPECIFIED:
             return True
@@ -70,10 +112,15 @@ class Distribution:
             return True
         if self.kind is DistributionKind.SINGLE:
             return False
-        return partitioning.hash_exprs is not None and (
-            _same_exprs(partitioning.hash_exprs, self.exprs, equivalences) or
-            equivalences.normalize_hash_keys(partitioning.hash_exprs) ==
-            equivalences.normalize_hash_keys(self.exprs))
+        have = partitioning.grouping_exprs
+        if have is None:
+            return False
+        if _same_exprs(have, self.exprs, equivalences):
+            return True
+        have = equivalences.normalize_hash_keys(have)
+        want = equivalences.normalize_hash_keys(self.exprs)
+        # only constant keys: equal to ``want`` only when it has nothing else either
+        return all(key in want for key in have) if have else not want
 
 
 def _same_exprs(have, want, equivalences: Equivalences) -> bool:
@@ -84,10 +131,18 @@ UNSPECIFIED = Distribution()
 SINGLE_PARTITION = Distribution(DistributionKind.SINGLE)
 
 
-def hash_distribution(exprs, partitions: int | None = None) -> Distribution:
+def hash_distribution(exprs, partitions: int | None = None,
+                      hash_on=None) -> Distribution:
     """Rows with equal ``exprs`` in one partition; with ``partitions``, exactly that many
-    partitions hashed the same way (what both inputs of a partitioned join need)."""
-    return Distribution(DistributionKind.HASH, tuple(exprs), partitions)
+    partitions hashed the same way (what both inputs of a partitioned join need);
+    ``hash_on``, a subset of ``exprs``: what a repartition meeting it hashes on."""
+    exprs = tuple(exprs)
+    if hash_on is not None:
+        hash_on = tuple(hash_on)
+        if partitions is not None or not hash_on or any(e not in exprs for e in hash_on):
+            raise PlanError("hash_on must be a non-empty subset of a grouping "
+                            "distribution's keys")
+    return Distribution(DistributionKind.HASH, exprs, partitions, hash_on)
 
 
 Ordering = tuple[SortKey, ...]

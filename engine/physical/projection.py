@@ -24,7 +24,7 @@ from plansight.engine.logical.expr import (
     walk,
 )
 from plansight.engine.physical.expressions import evaluate
-from plansight.engine.physical.plan import ExecutionPlan, Partitioning
+from plansight.engine.physical.plan import ExecutionPlan
 
 
 class ProjectionExec(ExecutionPlan):
@@ -75,13 +75,7 @@ class ProjectionExec(ExecutionPlan):
         return tuple(out) or None
 
     def output_partitioning(self):
-        part = self.input.output_partitioning()
-        if part.hash_exprs is None:
-            return part
-        renamed = [self._rename(e) for e in part.hash_exprs]
-        if any(r is None for r in renamed):
-            return Partitioning(part.count)
-        return Partitioning(part.count, tuple(renamed))
+        return self.input.output_partitioning().renamed(self._rename)
 
     def display(self) -> str:
         parts = [str(e) if isinstance(e, Column) and e.name == o.name else f"{e} AS {o.name}"

@@ -13,6 +13,12 @@ when the units of its run follow each other (``TableSource.in_order``); the scan
 that order, cut to the projected columns, as its output ordering. Runs are split at file
 boundaries when that keeps them sorted (each file sorted on its own).
 
+Disjoint partitioning: when every run's [min, max] of an integer or date column (from the
+units' statistics, no NULLs) overlaps no other run's, each value of it is read by one
+partition only; the scan declares ``Disjoint([column], n)``, which meets a grouping
+requirement on any keys including the column, so GROUP BY l_orderkey over a lineitem sorted
+by it runs in one phase per partition with no exchange.
+
 Read order for a top-k (``read_first_by``, set by ``push_dynamic_filters``): the units most
 likely to hold the top rows are read first — by ascending minimum of the first sort key for
 ASC, descending maximum for DESC — and dealt round-robin to the partitions, so the top-k's
@@ -29,6 +35,7 @@ import pyarrow as pa
 from plansight.engine.catalog import ScanUnit, TableSource, normalize_batch
 from plansight.engine.logical.expr import Column, SortKey, sql_value
 from plansight.engine.physical.plan import ExecutionPlan, Ordering, Partitioning
+from plansight.engine.statistics import disjoint_ranges
 
 # A join key filter that has kept at least BYPASS_PASSING of the first
 # ``dynamic_filter_bypass_after_rows`` rows of a scan partition is not tested on its later
@@ -71,6 +78,7 @@ class DataSourceExec(ExecutionPlan):
                 self.assignment, self.sorted_runs = by_file, True
                 self.partition_count = len(by_file)
         self._ordering = self._projected_ordering() if self.sorted_runs else None
+        self._disjoint = self._disjoint_columns()
         self.read_order: str | None = None  # set by read_first_by
 
     def estimated_rows(self) -> int:
@@ -81,7 +89,35 @@ class DataSourceExec(ExecutionPlan):
                    for rows in (sum(unit.rows for unit in units) for units in self.assignment))
 
     def output_partitioning(self) -> Partitioning:
-        return Partitioning(self.partition_count)
+        return Partitioning(self.partition_count, disjoint_exprs=self._disjoint)
+
+    def _plan_column(self, index: int) -> Column | None:
+        """The plan column of output field ``index`` (None unless a planned scan, whose
+        fields are ``name#id``)."""
+        field = self.schema.field(index)
+        name, _, column_id = field.name.rpartition("#")
+        return Column(int(column_id), name, field.type) if column_id.isdigit() else None
+
+    def _disjoint_columns(self) -> tuple[Column, ...] | None:
+        """The projected integer and date columns whose value ranges over the partitions'
+        runs of units never overlap, from the units' statistics, with no NULLs anywhere:
+        each value then lives in one partition, so a GROUP BY on the column (or on keys
+        including it) needs no exchange. Row groups of a table sorted or clustered on a key
+        (TPC-H's orderkeys) split into contiguous runs are so. A NULL has no range, hence
+        no NULLs; floats and strings are left out (NaN, truncated string statistics)."""
+        if self.partition_count < 2:
+            return None
+        found = []
+        for index, name in enumerate(self.columns):
+            type_ = self.schema.field(index).type
+            if not (pa.types.is_integer(type_) or pa.types.is_date(type_)):
+                continue
+            column = self._plan_column(index)
+            ranges = [_run_range(self.source, run, name) for run in self.assignment]
+            if column is not None and all(r is not None for r in ranges) and \
+                    disjoint_ranges(ranges):
+                found.append(column)
+        return tuple(found) or None
 
     def output_ordering(self) -> Ordering | None:
         return self._ordering
@@ -93,12 +129,10 @@ class DataSourceExec(ExecutionPlan):
         for key in self.source.ordering:
             if key.column not in self.columns:
                 break
-            field = self.schema.field(self.columns.index(key.column))
-            name, _, column_id = field.name.rpartition("#")
-            if not column_id.isdigit():
-                break  # not a planned scan (its fields are not ``name#id``)
-            keys.append(SortKey(Column(int(column_id), name, field.type), key.descending,
-                                key.nulls_first))
+            column = self._plan_column(self.columns.index(key.column))
+            if column is None:
+                break
+            keys.append(SortKey(column, key.descending, key.nulls_first))
         return tuple(keys) or None
 
     def read_first_by(self, column: str, descending: bool) -> bool:
@@ -118,7 +152,9 @@ class DataSourceExec(ExecutionPlan):
         order = [units[i] for _, i in known] + [u for i, u in enumerate(units) if i not in first]
         count = len(self.assignment)
         self.assignment = [order[p::count] for p in range(count)]
-        self._ordering, self.sorted_runs = None, False
+        # units dealt round robin: values no longer in one partition (nothing between a
+        # top-k and its scan groups rows: find_scan_column passes no aggregate or window)
+        self._ordering, self.sorted_runs, self._disjoint = None, False, None
         self.read_order = f"{'max' if descending else 'min'}({column}) " \
                           f"{'DESC' if descending else 'ASC'}"
         return True
@@ -268,6 +304,22 @@ def _split_by_file(units: list[ScanUnit], count: int) -> list[list[ScanUnit]] | 
             break
         shares[best] += 1
     return [run for group, share in zip(groups, shares) for run in _split(group, share)]
+
+
+def _run_range(source: TableSource, run: list[ScanUnit], column: str) -> tuple | None:
+    """(min, max) of ``column`` over a run of units, None when a unit's statistics are
+    unknown or count a NULL (or an unknown number of them)."""
+    low = high = None
+    try:
+        for unit in run:
+            stats = source.unit_stats(unit, column)
+            if stats is None or stats[0] is None or stats[1] is None or stats[2] != 0:
+                return None
+            low = stats[0] if low is None or stats[0] < low else low
+            high = stats[1] if high is None or stats[1] > high else high
+    except TypeError:  # incomparable statistics
+        return None
+    return None if low is None else (low, high)
 
 
 def _runs_in_order(source: TableSource, runs: list[list[ScanUnit]]) -> bool:

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from plansight.engine.errors import ExecutionError
 from plansight.engine.logical.expr import Column, Expr, transform
-from plansight.engine.physical.plan import ExecutionPlan, Partitioning
+from plansight.engine.physical.plan import ExecutionPlan
 
 
 class SharedResult:
@@ -102,12 +102,9 @@ class SharedExec(ExecutionPlan):
 
     def output_partitioning(self):
         partitioning = self.input.output_partitioning()
-        if self.renamed is None or partitioning.hash_exprs is None:
+        if self.renamed is None:
             return partitioning
-        exprs = tuple(self._rename(e) for e in partitioning.hash_exprs)
-        if any(e is None for e in exprs):
-            return Partitioning(partitioning.count)
-        return Partitioning(partitioning.count, exprs)
+        return partitioning.renamed(self._rename)
 
     def _rename(self, expr: Expr) -> Expr | None:
         missing = []

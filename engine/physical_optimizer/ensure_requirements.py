@@ -47,7 +47,7 @@ def ensure_requirements(plan: ExecutionPlan, target_partitions: int) -> Executio
                 have = child.output_ordering()
                 preserve = bool(ordering) and bool(have) and partitioning.count > 1 and \
                     ordering_satisfies(have, ordering, equivalences)
-                child = _repartition(child, distribution.exprs,
+                child = _repartition(child, distribution.repartition_exprs,
                                      distribution.partitions or target_partitions, preserve)
         if ordering and not ordering_satisfies(child.output_ordering(), ordering,
                                                child.equivalences()):

@@ -52,8 +52,8 @@ EXPECTED = {
 1 SortPreservingMergeExec
 2 ShuffleReaderExec: stage=4, passthrough, partitions=4
 3 ShuffleWriterExec: stage=4, partitioning=passthrough
-7 ShuffleReaderExec: stage=3, partitioning=Hash([l_orderkey, o_orderdate, o_shippriority], 4)
-8 ShuffleWriterExec: stage=3, partitioning=Hash([l_orderkey, o_orderdate, o_shippriority], 4)
+7 ShuffleReaderExec: stage=3, partitioning=Hash([l_orderkey], 4)
+8 ShuffleWriterExec: stage=3, partitioning=Hash([l_orderkey], 4)
 11 HashJoinExec: mode=CollectLeft
 12 CoalescePartitionsExec
 13 ShuffleReaderExec: stage=2, passthrough, partitions=4

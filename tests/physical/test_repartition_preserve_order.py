@@ -120,9 +120,10 @@ def _session(partitions: int) -> ps.Session:
     return s
 
 
-# the second window needs Hash(p, o) and (p, o) order; the first delivers Hash(p), sorted (p, o)
-STACKED = ("SELECT p, o, v, sum(v) OVER (PARTITION BY p ORDER BY o) AS a, "
-           "count(*) OVER (PARTITION BY p, o) AS b FROM t")
+# the second window needs Hash(p) and (p, o) order; the first delivers Hash(p, o), sorted
+# (p, o, v)
+STACKED = ("SELECT p, o, v, sum(v) OVER (PARTITION BY p, o ORDER BY v) AS b, "
+           "count(*) OVER (PARTITION BY p ORDER BY o) AS a FROM t")
 
 
 @pytest.fixture
@@ -133,9 +134,17 @@ def sorted_windows(monkeypatch):
 def test_sorted_input_is_repartitioned_preserving_order_instead_of_sorted_again(
         sorted_windows):
     plan = _session(2).sql(STACKED).explain()
-    assert ("RepartitionExec: partitioning=Hash([p, o], 2), input_partitions=2, "
-            "preserve_order=true, sort_exprs=[p ASC NULLS LAST, o ASC NULLS LAST]") in plan
+    assert ("RepartitionExec: partitioning=Hash([p], 2), input_partitions=2, "
+            "preserve_order=true, sort_exprs=[p ASC NULLS LAST, o ASC NULLS LAST, "
+            "v ASC NULLS LAST]") in plan
     assert plan.count("SortExec") == 1  # the one under the first window only
+
+
+def test_a_window_partitioned_on_a_subset_of_the_keys_needs_no_second_exchange(
+        sorted_windows):
+    plan = _session(2).sql("SELECT p, o, v, sum(v) OVER (PARTITION BY p ORDER BY o) AS a, "
+                           "count(*) OVER (PARTITION BY p, o) AS b FROM t").explain()
+    assert plan.count("RepartitionExec") == 1 and "Hash([p], 2)" in plan, plan
 
 
 def test_unsorted_input_or_no_ordering_requirement_repartitions_plainly(sorted_windows):

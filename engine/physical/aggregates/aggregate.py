@@ -72,9 +72,12 @@ class AggregateExec(ExecutionPlan):
     name = "AggregateExec"
 
     def __init__(self, input: ExecutionPlan, keys: list[Column], specs: list[AggregateSpec],
-                 schema: pa.Schema, mode: str = "Single", single_final: bool = False):
+                 schema: pa.Schema, mode: str = "Single", single_final: bool = False,
+                 hash_on: list[Column] | None = None):
         super().__init__(schema)
         self.input, self.keys, self.specs = input, list(keys), list(specs)
+        # the group keys an exchange below hashes on (a subset of the keys), None: all
+        self.hash_on = list(hash_on) if hash_on else None
         self.mode = AggregateMode.of(mode)
         # a Final aggregate of few groups: every partial state in one partition
         self.single_final = single_final and self.mode is AggregateMode.FINAL
@@ -86,14 +89,14 @@ class AggregateExec(ExecutionPlan):
 
     def with_new_children(self, children):
         return AggregateExec(children[0], self.keys, self.specs, self.schema, self.mode,
-                             self.single_final)
+                             self.single_final, self.hash_on)
 
     def required_input_distribution(self):
         if self.mode is AggregateMode.PARTIAL:
             return [UNSPECIFIED]
         if not self.keys or self.single_final:
             return [SINGLE_PARTITION]
-        return [hash_distribution(self.keys)]
+        return [hash_distribution(self.keys, hash_on=self.hash_on)]
 
     def output_partitioning(self):
         part = self.input.output_partitioning()
@@ -102,16 +105,14 @@ class AggregateExec(ExecutionPlan):
         if part.count == 1 or self.single_final:  # single_final: a merge is inserted below
             return Partitioning(1)
         equivalences = self.input.equivalences()
-        if part.hash_exprs is None or not hash_distribution(self.keys).satisfied_by(
-                part, equivalences):
-            return Partitioning(part.count, tuple(self.keys))  # what EnsureRequirements adds
-        # the input's own hash keys, as group key columns: it may be hashed on fewer columns
-        # than the keys (the others constant), and a join above must know the exact ones
-        keys = [next((k for k in self.keys if equivalences.same(e, k)), None)
-                for e in part.hash_exprs]
-        if any(k is None for k in keys):
-            return Partitioning(part.count)
-        return Partitioning(part.count, tuple(keys))
+        distribution = self.required_input_distribution()[0]
+        if not distribution.satisfied_by(part, equivalences):
+            # what EnsureRequirements adds
+            return Partitioning(part.count, distribution.repartition_exprs)
+        # the input's own keys, as group key columns: it may be partitioned on fewer columns
+        # than the keys, and a join above must know the exact ones
+        return part.renamed(
+            lambda e: next((k for k in self.keys if equivalences.same(e, k)), None))
 
     def _sorted_key_prefix(self) -> tuple[SortKey, ...] | None:
         """The input ordering's leading keys when they are the group keys (any order and
@@ -146,7 +147,10 @@ class AggregateExec(ExecutionPlan):
         aggs = ", ".join(f"{s.func}({'DISTINCT ' if s.distinct else ''}{arguments(s)})"
                          for s in self.specs)
         ordering = ", ordering_mode=Sorted" if self.sorted_prefix else ""
-        return f"AggregateExec: mode={self.mode}{ordering}, gby=[{keys}], aggr=[{aggs}]"
+        hash_on = f", hash_on=[{', '.join(k.name for k in self.hash_on)}]" \
+            if self.hash_on and self.mode is not AggregateMode.PARTIAL else ""
+        return f"AggregateExec: mode={self.mode}{ordering}, gby=[{keys}], aggr=[{aggs}]" \
+            f"{hash_on}"
 
     # A partial aggregate reduces its input in chunks: one aggregate_table call per chunk
     # amortizes the per-call cost, and the bytes bound keeps wide rows from holding much

@@ -125,7 +125,7 @@ class HashJoinExec(ExecutionPlan):
             if self.join_type in ("left", "left_semi", "left_anti"):
                 return Partitioning(self.partitions, tuple(left for left, _ in self.on))
             return Partitioning(self.partitions)
-        if probe.hash_exprs is not None and \
+        if probe.grouping_exprs is not None and \
                 self.join_type in ("inner", "right", "right_semi", "right_anti"):
             return probe  # every probe row stays in its partition
         return Partitioning(probe.count)
