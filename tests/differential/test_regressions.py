@@ -228,6 +228,11 @@ CASES = {
         "SELECT k, (SELECT t2.s FROM t t2 WHERE t.k > 1 ORDER BY t2.k LIMIT 1) FROM t",
     "correlated-count-outer-only-predicate":
         "SELECT k, (SELECT count(*) FROM t t2 WHERE t.k > 1) FROM t",
+    # a typed NULL keeps its type through floor/ceil (fuzzer seed 9105, query 31881): the
+    # union's type is DECIMAL(38, 0), so 4.25 rounds to 4 (it was DOUBLE 4.25)
+    "ceil-of-typed-null-decimal-in-union":
+        "SELECT sum(d - 0.25) AS x FROM m UNION ALL "
+        "SELECT sum(ceil(CAST(NULL AS DECIMAL(10, 2)))) FROM m",
     # WITH RECURSIVE (issue #12 item 4)
     "recursive-union-all": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
                            "WHERE n < 5) SELECT * FROM r",
