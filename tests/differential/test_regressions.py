@@ -233,6 +233,11 @@ CASES = {
     "ceil-of-typed-null-decimal-in-union":
         "SELECT sum(d - 0.25) AS x FROM m UNION ALL "
         "SELECT sum(ceil(CAST(NULL AS DECIMAL(10, 2)))) FROM m",
+    # a column of NULL type (min(NULL), a derived NULL) is a number to abs/ceil/sqrt, as
+    # the NULL literal is (fuzzer seed 9105, query 10807: refused)
+    "abs-of-null-typed-column": "SELECT abs(c1), ceil(c1), sqrt(c1), sign(c1) "
+                                "FROM (SELECT min(NULL) AS c1 FROM t)",
+    "abs-of-derived-null-column": "SELECT k, abs(x) FROM (SELECT k, NULL AS x FROM t)",
     # WITH RECURSIVE (issue #12 item 4)
     "recursive-union-all": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
                            "WHERE n < 5) SELECT * FROM r",

@@ -40,10 +40,12 @@ from plansight.engine.logical.expr import Call, Expr, Literal
 
 
 def _numeric(name: str, args: list[Expr], arg: Expr) -> Expr:
-    if T.is_null_literal(arg) and T.is_null_type(arg.type):
+    if T.is_null_type(arg.type):
         # only an untyped NULL is a DOUBLE: CAST(NULL AS DECIMAL(10, 2)) (a typed NULL
-        # literal once folded) keeps its type, so ceil() of it is DECIMAL(10, 0) as DuckDB
-        return Literal(None, pa.float64())
+        # literal once folded) keeps its type, so ceil() of it is DECIMAL(10, 0) as DuckDB;
+        # a column of NULL type (min(NULL), SELECT NULL AS x) converts as the literal does
+        return Literal(None, pa.float64()) if isinstance(arg, Literal) else \
+            cast_expr(arg, pa.float64())
     if T.is_string_literal(arg):
         return cast_expr(arg, pa.float64())
     if not (T.is_numeric(arg.type) or T.is_boolean(arg.type)):
