@@ -57,6 +57,10 @@ def _kinds(sql: str) -> list[tuple[str, str]]:
     ("SELECT sum(x) FROM t", "sum-beyond-bigint", "SUM past BIGINT"),
     # ... also where the total is not shown (DuckDB fails once the sum is cast to BIGINT)
     ("SELECT count(*) FROM t HAVING sum(x) > 0", "sum-beyond-bigint", "SUM past BIGINT"),
+    # ... and a window SUM, whose total the LIMIT leaves out (seed 9105): cast whole, with
+    # its OVER, not as CAST(sum(x) AS BIGINT) OVER (...), which DuckDB rejects
+    ("SELECT b, sum(x) OVER (PARTITION BY b) AS s FROM t ORDER BY b DESC LIMIT 1",
+     "sum-beyond-bigint", "SUM past BIGINT"),
     # DuckDB computes -(-2**31) on rows the FILTER excludes; plansight does not
     ("SELECT max(-(i)) FILTER (WHERE b) FROM t", "evaluation-order", "FILTER excludes"),
     # DuckDB evaluates the right operand though the empty left one decides the result

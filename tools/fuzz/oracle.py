@@ -367,14 +367,24 @@ def _duckdb_sum_beyond_bigint(engines: Engines, sql: str, error: Exception) -> b
     tree = sqlglot.parse_one(sql, read="duckdb")
     if not any(True for _ in tree.find_all(exp.Sum)):
         return False
-    narrowed = tree.transform(lambda node: exp.cast(node.copy(), "BIGINT")
-                              if isinstance(node, exp.Sum) else node)
+    narrowed = tree.transform(_sum_as_bigint)
     try:
         again = engines.duckdb(narrowed.sql(dialect="duckdb"))
     except DuckDBRejects:
         return False
     return isinstance(again, duckdb.Error) and ("out of range" in str(again).lower() or
                                                 "overflow" in str(again).lower())
+
+
+def _sum_as_bigint(node: exp.Expression) -> exp.Expression:
+    """A SUM cast to BIGINT, with its FILTER and window: ``CAST(sum(x) OVER w AS BIGINT)``
+    (``CAST(sum(x) AS BIGINT) OVER w`` is no window, and DuckDB rejects it)."""
+    inner = node.this if isinstance(node, (exp.Window, exp.Filter)) else node
+    if isinstance(inner, exp.Filter):
+        inner = inner.this
+    if isinstance(inner, exp.Sum) and not isinstance(node.parent, (exp.Window, exp.Filter)):
+        return exp.cast(node.copy(), "BIGINT")
+    return node
 
 
 # the variance family: DuckDB updates a running mean and sum of squares per row in doubles
