@@ -648,7 +648,9 @@ def _decimal_from_units(units: np.ndarray, type_: pa.DataType, mask: np.ndarray)
 #   count(x) -> c = count(x)                       sum(c)
 #   min/max, bool_and/or, any_value -> same        same function over the states
 #   bit_and/or/xor -> same                          same function over the states
-#   avg(x)   -> s = sum(x)::double, c = count(x)   sum(s) / sum(c)
+#   avg(x)   -> s = sum(x)::double, c = count(x)   sum(s) / sum(c)  (doubles: AVG of integers
+#                                                  and decimals is an exact SUM and COUNT,
+#                                                  optimizer/exact_avg.py)
 #   corr, covar_*, regr_* -> co-moments (a struct)  merged with Chan's formula, finished
 #                                                   (functions/comoments.py)
 

@@ -130,6 +130,10 @@ class Aggregate(_SingleInput, LogicalPlan):
     group_outputs: tuple[Column, ...]
     aggregates: tuple[AggregateCall, ...]
     aggregate_outputs: tuple[Column, ...]
+    #: the empty set's global aggregate among several GROUPING SETS / ROLLUP / CUBE sets:
+    #: DuckDB computes it in its grouped aggregate, which rounds AVG as a grouped one
+    #: (optimizer/exact_avg.py)
+    of_grouping_sets: bool = False
 
     @property
     def columns(self) -> tuple[Column, ...]:

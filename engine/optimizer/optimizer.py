@@ -7,7 +7,7 @@ from plansight.engine.optimizer.bigint_sum_after_having import bigint_sum_after_
 from plansight.engine.optimizer.decorrelate_subqueries import decorrelate_subqueries
 from plansight.engine.optimizer.eliminate_cross_joins import eliminate_cross_joins
 from plansight.engine.optimizer.encode_nested_keys import encode_nested_keys
-from plansight.engine.optimizer.exact_integer_avg import exact_integer_avg
+from plansight.engine.optimizer.exact_avg import exact_avg
 from plansight.engine.optimizer.fold_constants import fold_constants
 from plansight.engine.optimizer.push_down_filters import push_down_filters
 from plansight.engine.optimizer.push_down_limit import push_down_limit
@@ -20,7 +20,7 @@ RULES = (
     unwrap_cast_in_comparison,  # on folded literals: compare columns in their own type
     decorrelate_subqueries,  # before pushdown: subqueries become joins filters can move into
     encode_nested_keys,      # struct / list keys by their bytes (also the decorrelated joins')
-    exact_integer_avg,       # AVG of integers from an exact DECIMAL(38, 0) sum
+    exact_avg,               # AVG of integers and decimals from an exact sum, divided once
     bigint_sum_after_having,  # integer SUM held to BIGINT only in the groups HAVING keeps
     eliminate_cross_joins,   # FROM a, b, c: join in the order equalities connect them
     push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
@@ -35,9 +35,9 @@ RULES = (
 
 # Rules a plan cannot run without: the physical planner has no operator for a subquery.
 # Nor for a struct or list key: Arrow hashes no nested values.
-# An exact integer AVG is the result, not an optimization: both plans compute it; so is
+# An exact AVG is the result, not an optimization: both plans compute it; so is
 # which groups an integer SUM past BIGINT fails in.
-REQUIRED = (decorrelate_subqueries, encode_nested_keys, exact_integer_avg,
+REQUIRED = (decorrelate_subqueries, encode_nested_keys, exact_avg,
             bigint_sum_after_having)
 
 

@@ -1645,7 +1645,8 @@ def _plan_grouping_sets(plan, group_exprs, grouping_sets, collector):
     for number, members in enumerate(grouping_sets):
         if not members:
             total = lp.Aggregate(plan, (), (), tuple(collector.aggregates),
-                                 fresh(collector.aggregate_columns))
+                                 fresh(collector.aggregate_columns),
+                                 of_grouping_sets=len(grouping_sets) > 1)
             exprs = nulled(members) + constants(number, members) + list(total.columns)
             parts.append(lp.Projection(total, tuple(exprs), fresh(outputs)))
     return lp.Union(tuple(parts), outputs), keys

@@ -297,6 +297,20 @@ def divide_kernel(args: list[Value], call_: Call) -> Value:
     return pc.divide(a, b)
 
 
+@operator("average")
+def bind_average(args: list[Expr], options: Mapping[str, Any]) -> Expr:
+    """``average(sum, count, mode)``: an AVG's one final division (optimizer/exact_avg.py,
+    kernels/decimal.py); internal, not callable from SQL."""
+    return call("average", args, pa.float64())
+
+
+@kernel("average")
+def average_kernel(args: list[Value], call_: Call) -> Value:
+    """DuckDB's AVG finalization over an exact sum (kernels/decimal.py: ``average``)."""
+    (sums, counts, mode), all_scalar = broadcast(args)
+    return finish(D.average(sums, counts, mode[0].as_py()), all_scalar)
+
+
 @kernel("integer_divide")
 def integer_divide_kernel(args: list[Value], call_: Call) -> Value:
     a, b = args
