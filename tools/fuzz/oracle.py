@@ -338,6 +338,92 @@ def _null_operand_skipped(engines: Engines, sql: str, expected: pa.Table,
         _compare(again, expected, sql, ordered) is None
 
 
+# operators that raise on some values (overflow, a conversion out of range)
+_RAISING = (exp.Neg, exp.Abs, exp.Add, exp.Sub, exp.Mul, exp.Cast)
+# what evaluates its operands only where needed (plansight promises it: a raise inside is a
+# bug, never evaluation order), and what a probe cannot take out of its query
+_LAZY = (exp.Case, exp.If, exp.Coalesce, exp.Nullif, exp.Filter)
+_OPAQUE = (exp.Subquery, exp.Select, exp.AggFunc, exp.Window, exp.Star)
+_MAX_PROBES = 8
+
+
+def raising_probes(sql: str) -> list[str]:
+    """Queries that evaluate one expression of ``sql`` that may raise (negation, abs,
+    + - *, CAST; not under CASE / COALESCE / NULLIF / IF / FILTER) on the rows it is
+    evaluated on in the worst order SQL allows:
+
+    - in a WHERE or JOIN ON condition, or the x of ``x [NOT] IN (subquery)``: every row of
+      the one table it reads (``SELECT -(a.i) FROM t1 AS a``), or none for a constant
+      (``SELECT 2147483647 * 2``): a predicate may go below joins that would remove the row
+      (filter pushdown, as DuckDB does too), and an IN's x may be computed for an outer row
+      that correlates with no inner row;
+    - in a SELECT list: the rows of its own FROM and WHERE (``SELECT j + j FROM ... WHERE
+      ...``): a derived table's values may be computed though a join above it with an empty
+      input makes them unneeded (DuckDB skips such a probe side).
+    """
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    aliases = {t.alias: t.name for t in tree.find_all(exp.Table) if t.alias}
+    probes: list[str] = []
+    for node in tree.find_all(*_RAISING):
+        if isinstance(node, exp.TryCast) or any(True for _ in node.find_all(*_OPAQUE)):
+            continue
+        child, parent, needle = node, node.parent, False
+        while parent is not None and not isinstance(parent, (exp.Select, *_LAZY)):
+            needle |= isinstance(parent, exp.In) and parent.args.get("query") is not None \
+                and child is parent.this
+            child, parent = parent, parent.parent
+        if not isinstance(parent, exp.Select):
+            continue  # under a lazy construct, or not in a SELECT block
+        text = node.sql(dialect="duckdb")
+        columns = list(node.find_all(exp.Column))
+        if needle or child.arg_key in ("where", "joins"):
+            tables = {c.table for c in columns}
+            if not columns:
+                probe = f"SELECT {text}"
+            elif len(tables) == 1 and next(iter(tables)) in aliases:
+                alias = next(iter(tables))
+                probe = f"SELECT {text} FROM {aliases[alias]} AS {alias}"
+            else:
+                continue
+        elif child.arg_key == "expressions" and parent.args.get("from_") is not None:
+            block = parent.copy()
+            for key in ("distinct", "group", "having", "qualify", "order", "limit", "offset",
+                        "windows"):
+                block.set(key, None)
+            block.set("expressions", [node.copy()])
+            probe = block.sql(dialect="duckdb")
+        else:
+            continue
+        if probe not in probes:
+            probes.append(probe)
+        if len(probes) == _MAX_PROBES:
+            break
+    return probes
+
+
+def _raises_on_its_input(engines: Engines, sql: str, error: Exception, partitions: int,
+                         batch_size: int) -> bool:
+    """Whether plansight's error comes from an expression that raises on a row of its input
+    (``raising_probes``) which DuckDB's plan happened not to evaluate it on: the probe
+    raises in plansight with the same message and in DuckDB too. SQL leaves that order
+    open; DuckDB's answer depends on its plan as well (it pushes ``-(a.i) IS DISTINCT
+    FROM a.id`` below a join and raises; ``-(a.i) IS DISTINCT FROM 1`` it first rewrites
+    to ``a.i IS DISTINCT FROM -1``, which cannot raise, fuzz seed 9105)."""
+    for probe in raising_probes(sql):
+        again = engines.plansight(probe, partitions, batch_size)
+        if not isinstance(again, ExecutionError) or gist(again) != gist(error):
+            continue
+        try:
+            oracle = engines.duckdb(probe)
+            if not isinstance(oracle, Exception):
+                oracle = engines.duckdb_unoptimized(probe)
+        except DuckDBRejects:
+            continue
+        if isinstance(oracle, Exception):
+            return True
+    return False
+
+
 def _empty_operand_decides(engines: Engines, sql: str, actual: pa.Table) -> bool:
     """Whether ``sql`` is ``A INTERSECT B`` with A or B empty, or ``A EXCEPT B`` with A
     empty (DuckDB runs that operand alone without error and gets no row), and plansight's
@@ -448,6 +534,12 @@ def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[
                                               batch_size):
                 findings.append(Finding("evaluation-order", f"DuckDB skips an operand beside "
                                         f"a NULL one: {detail}", sql, where))
+                break
+            if isinstance(actual, ExecutionError) and not isinstance(expected, Exception) \
+                    and _raises_on_its_input(engines, sql, actual, partitions, batch_size):
+                findings.append(Finding("evaluation-order", f"DuckDB's plan skips an "
+                                        f"expression that raises on its input: {detail}",
+                                        sql, where))
                 break
             findings.append(Finding(kind, detail, sql, where))
             break
