@@ -897,6 +897,29 @@ class Binder:
         return lp.Values(columns, rows)
 
     # -- expressions ----------------------------------------------------------
+    def _struct_field(self, node: exp.Column, scope: Scope) -> Expr | None:
+        """``s.a`` / ``t.s.a`` / ``s.a.b`` where no table is named ``s``: field ``a`` of the
+        struct column ``s`` (of table ``t``), as DuckDB resolves a dotted name a table
+        qualifier does not explain. None when no such column or field exists."""
+        parts = [p.name for p in node.parts]
+        for start in (1, 2):  # column `parts[0]`, or column `parts[1]` of table `parts[0]`
+            if len(parts) <= start:
+                continue
+            qualifier = parts[0] if start == 2 else None
+            base = scope.resolve(parts[start - 1], qualifier, node)
+            if base is None:
+                continue
+            value: Expr = base
+            for name in parts[start:]:
+                if not pa.types.is_struct(value.type) or \
+                        not any(f.name.lower() == name.lower() for f in value.type):
+                    break
+                value = resolve_function("struct_extract",
+                                         [value, Literal(name, pa.string())], self.options)
+            else:
+                return value
+        return None
+
     def bind_expr(self, node: exp.Expression, scope: Scope, collector=None) -> Expr:
         """Bind a scalar expression; aggregates/windows only through a collector."""
 
@@ -910,6 +933,8 @@ class Binder:
             aliases = getattr(collector, "aliases", None)
             if column is None and not node.table and aliases and node.name.lower() in aliases:
                 return aliases[node.name.lower()]  # HAVING / QUALIFY may name SELECT aliases
+            if column is None and node.table:
+                column = self._struct_field(node, scope)
             if column is None:
                 qualified = f"{node.table}.{node.name}" if node.table else node.name
                 raise PlanError(f"column {qualified!r} does not exist."

@@ -135,6 +135,23 @@ def _cast(node: exp.Cast, b: _Binding) -> Expr:  # also TryCast
     return cast_expr(b.child(node.this), target, safe=safe, explicit=True)
 
 
+def _bracket(node: exp.Bracket, b: _Binding) -> Expr:
+    """``l[i]`` (list_extract, counted from 1) and ``s['name']`` (struct_extract). sqlglot's
+    DuckDB dialect reads an integer literal index 0-based (``l[1]`` holds 0) but any other
+    index as written, so only a literal is moved back to DuckDB's 1-based count."""
+    if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Slice):
+        raise NotSupportedError(f"expression '{node.sql(dialect='duckdb')}' is not supported "
+                                "yet (one index or field name in brackets)")
+    (index,) = node.expressions
+    if isinstance(index, exp.Literal) and index.is_string:
+        return b.call("struct_extract", [b.child(node.this), Literal(index.this, pa.string())])
+    if isinstance(index, exp.Literal) or isinstance(index, exp.Neg) and \
+            isinstance(index.this, exp.Literal) and not index.this.is_string:
+        value = int(index.this) if isinstance(index, exp.Literal) else -int(index.this.this)
+        return b.call("list_extract", [b.child(node.this), number_literal(str(value + 1))])
+    return b.call("list_extract", [b.child(node.this), b.child(index)])
+
+
 def _escape(node: exp.Escape, b: _Binding) -> Expr:
     like = node.this
     if not isinstance(like, (exp.Like, exp.ILike)):
@@ -295,6 +312,9 @@ NODE_BINDERS: dict[type, NodeBinder] = {
     exp.Initcap: lambda node, b: b.function("initcap", [node.this]),
     exp.Array: lambda node, b: b.call("list_value", [b.child(e) for e in node.expressions]),
     exp.Struct: lambda node, b: _struct(node, b),
+    exp.Bracket: _bracket,
+    exp.Dot: lambda node, b: b.call("struct_extract", [b.child(node.this),
+                                                       Literal(node.name, pa.string())]),
     exp.Anonymous: lambda node, b: b.function(str(node.this), list(node.expressions)),
     **{func: _mapped_function for func in _FUNCTIONS},
     exp.Func: _generic_function,

@@ -31,7 +31,7 @@ KERNELS: dict[str, Kernel] = {}
 # SQL functions DuckDB has that are recognised but not implemented (NotSupportedError)
 NOT_SUPPORTED: set[str] = {
     "list_value", "array_agg", "struct_pack", "unnest", "json_extract", "regexp_extract_all",
-    "string_split", "str_split", "list_extract", "array_length", "generate_series", "range",
+    "string_split", "str_split", "array_length", "generate_series", "range",
     "to_json", "uuid", "gen_random_uuid", "levenshtein", "jaro_winkler_similarity",
     "sha256", "sha1", "md5", "md5_number", "age", "timezone", "make_timestamp", "make_time",
     "to_date",
