@@ -38,6 +38,14 @@ TABLES = {
                                   Decimal("1.05"), Decimal("99999999.99"), None],
                                  pa.decimal128(10, 2)),
                    "g": pa.array([1] * 7 + [2, 2, 3, 3], pa.int64())}),
+    "n": pa.table({"k": pa.array([1, 2, 3, 4, 5], pa.int64()),
+                   "l": pa.array([[1, 2, None], [], None, [5], [7, 8, 9]],
+                                 pa.list_(pa.int64())),
+                   "s": pa.array([{"a": 1, "b": "x"}, {"a": None, "b": "y,z"}, None,
+                                  {"a": 3, "b": None}, {"a": 5, "b": "w"}],
+                                 pa.struct([("a", pa.int64()), ("b", pa.string())])),
+                   "ls": pa.array([["a", "b c"], [None, ""], None, ["'q'", "x,y"],
+                                   ["NULL", " t", "back\\slash"]], pa.list_(pa.string()))}),
     "big": pa.table({"v": pa.array([2**62, 2**62, 2**62, -5], pa.int64()),
                      "g": pa.array([1, 1, 1, 2], pa.int64())}),
 }
@@ -255,6 +263,23 @@ CASES = {
         "SELECT avg(d) FROM r WHERE g = 1 GROUP BY ROLLUP (g) UNION SELECT CAST(3.33 AS DOUBLE)",
     "decimal-avg-filter-distinct":
         "SELECT g, avg(d) FILTER (WHERE d > 0), avg(DISTINCT d) FROM r GROUP BY g",
+    # list subscripts count from 1 (sqlglot reads a literal index 0-based), from the end
+    # when negative; 0 and past either end are NULL; struct fields by s.a, t.s.a, s['a']
+    "list-subscripts": "SELECT k, l[1], l[2], l[0], l[-1], l[-3], l[4], l[NULL] FROM n",
+    "list-subscript-by-column": "SELECT n.k, l[x.i] FROM n, (SELECT 2 AS i UNION ALL "
+                                "SELECT -2) x",
+    "list-extract-function": "SELECT k, list_extract(l, 2), array_extract(l, -1), "
+                             "[10, 20, 30][k - 2] FROM n",
+    "struct-field-access": "SELECT k, s.a, n.s.b, s['b'], (s).a + 1, struct_extract(s, 'A') "
+                           "FROM n",
+    "struct-field-in-where-and-group": "SELECT s.b, count(*) FROM n WHERE s.a > 0 OR "
+                                       "s.a IS NULL GROUP BY s.b",
+    "struct-literal-field": "SELECT {'x': 5, 'y': {'z': 'q'}}.y.z, {'x': k}.x FROM n",
+    # lists and structs cast to VARCHAR print as DuckDB's: strings quoted only where they
+    # could be misread, NULL elements as NULL, field names quoted
+    "list-struct-to-varchar": "SELECT k, CAST(l AS VARCHAR), CAST(s AS VARCHAR), "
+                              "CAST(ls AS VARCHAR), CAST([s, s] AS VARCHAR), "
+                              "CAST({'v': ls, 'w': [1.5, NULL]} AS VARCHAR) FROM n",
     # WITH RECURSIVE (issue #12 item 4)
     "recursive-union-all": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
                            "WHERE n < 5) SELECT * FROM r",
@@ -341,3 +366,22 @@ def test_recursive_cte_without_fixpoint_stops_at_the_option():
     bounded = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 400) " \
               "SELECT count(*) FROM r"
     assert session.sql(bounded).to_arrow().column(0).to_pylist() == [400]
+
+
+@pytest.mark.parametrize("sql,error,message", [
+    ("SELECT s.c FROM n", "PlanError", "column 's.c' does not exist"),
+    ("SELECT s['c'] FROM n", "PlanError", "no field 'c'"),
+    ("SELECT l['a'] FROM n", "PlanError", "needs a STRUCT"),
+    ("SELECT l['a' || ''] FROM n", "PlanError", "a list index must be an integer"),
+    ("SELECT 'abc'[1]", "NotSupportedError", "only on lists"),
+])
+def test_subscript_errors_are_plansight_errors(sql, error, message):
+    """A subscript plansight cannot take says why, as a plansight error (no raw exception)."""
+    import plansight as ps
+
+    session = ps.Session()
+    for name, table in TABLES.items():
+        session.register(name, table)
+    with pytest.raises(Exception) as raised:
+        session.sql(sql).to_arrow()
+    assert type(raised.value).__name__ == error and message in str(raised.value)

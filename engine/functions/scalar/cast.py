@@ -138,6 +138,8 @@ def _convert(value: Value, source: pa.DataType, to: pa.DataType, safe: bool) -> 
         return _nested(value, lambda array: _cast_list(array, to, safe))
     if pa.types.is_struct(source) and pa.types.is_struct(to):
         return _nested(value, lambda array: _cast_struct(array, to, safe))
+    if T.is_string(to) and (pa.types.is_list(source) or pa.types.is_struct(source)):
+        return _nested(value, lambda array: pc.cast(_nested_text(array), to))
     if T.is_string(to):
         return _to_string(value, source, to)
     if T.is_string(source):
@@ -405,6 +407,43 @@ def _to_string(value: Value, source: pa.DataType, to: pa.DataType) -> Value:
     else:
         out = pc.cast(value, to)
     return pc.cast(out, to) if out.type != to else out
+
+
+# a string element of a list or struct is quoted when it could be misread: empty, blank at an
+# end, spelled NULL, or holding a character of the list / struct / map syntax
+_QUOTED = r"^$|^\s|\s$|^(?i:null)$|[,:\[\]{}()'\"\\=]"
+
+
+def _nested_text(array: pa.Array) -> pa.Array:
+    """A list or struct as DuckDB's CAST(... AS VARCHAR) prints it: ``[1, 2, NULL]``,
+    ``{'a': 1, 'b': x}``: elements by their own VARCHAR cast, NULL as NULL, strings quoted
+    (``'y,z'``, ``'\\'q\\''``) only where ``_QUOTED`` says, field names always quoted."""
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        offsets = np.asarray(array.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        child = array.values.slice(offsets[0], offsets[-1] - offsets[0])
+        lists = pa.ListArray.from_arrays(pa.array(offsets - offsets[0], pa.int32()),
+                                         _element_text(child))
+        body = pc.binary_join(lists, ", ")
+        text = pc.binary_join_element_wise("[", body, "]", "")
+    else:
+        parts = [pc.binary_join_element_wise(
+                     "'" + field.name.replace("\\", "\\\\").replace("'", "\\'") + "': ",
+                     _element_text(array.field(i)), "")
+                 for i, field in enumerate(array.type)]
+        text = pc.binary_join_element_wise("{", pc.binary_join_element_wise(*parts, ", "),
+                                           "}", "")
+    return null_where(text, array.is_null()) if array.null_count else text
+
+
+def _element_text(values: pa.Array) -> pa.Array:
+    """The text of each element of a list or struct (see ``_nested_text``)."""
+    text = evaluate_cast(values, pa.string(), False)
+    if T.is_string(values.type):
+        quote = pc.match_substring_regex(text, _QUOTED)
+        escaped = pc.replace_substring_regex(text, r"(['\\])", r"\\\1")
+        quoted = pc.binary_join_element_wise("'", escaped, "'", "")
+        text = pc.if_else(quote, quoted, text)
+    return pc.fill_null(text, "NULL")
 
 
 def format_float(value: Value) -> Value:
