@@ -145,9 +145,10 @@ def _bracket(node: exp.Bracket, b: _Binding) -> Expr:
     (index,) = node.expressions
     if isinstance(index, exp.Literal) and index.is_string:
         return b.call("struct_extract", [b.child(node.this), Literal(index.this, pa.string())])
-    if isinstance(index, exp.Literal) or isinstance(index, exp.Neg) and \
-            isinstance(index.this, exp.Literal) and not index.this.is_string:
-        value = int(index.this) if isinstance(index, exp.Literal) else -int(index.this.this)
+    literal = index.this if isinstance(index, exp.Neg) else index
+    if isinstance(literal, exp.Literal) and not literal.is_string and \
+            literal.this.lstrip("-").isdigit():
+        value = -int(literal.this) if literal is not index else int(literal.this)
         return b.call("list_extract", [b.child(node.this), number_literal(str(value + 1))])
     return b.call("list_extract", [b.child(node.this), b.child(index)])
 

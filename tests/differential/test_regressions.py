@@ -374,6 +374,7 @@ def test_recursive_cte_without_fixpoint_stops_at_the_option():
     ("SELECT l['a'] FROM n", "PlanError", "needs a STRUCT"),
     ("SELECT l['a' || ''] FROM n", "PlanError", "a list index must be an integer"),
     ("SELECT 'abc'[1]", "NotSupportedError", "only on lists"),
+    ("SELECT l[1.5] FROM n", "PlanError", "a list index must be an integer"),
 ])
 def test_subscript_errors_are_plansight_errors(sql, error, message):
     """A subscript plansight cannot take says why, as a plansight error (no raw exception)."""
