@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import plansight.engine.exec.concurrent as concurrent
@@ -77,3 +78,24 @@ def test_the_first_error_in_call_order_is_raised_after_every_call_finished():
     with pytest.raises(ValueError, match="first"):
         run_concurrently([lambda: finished.append("ok"), fail("first"), fail("second")])
     assert sorted(finished) == ["first", "ok", "second"]
+
+
+@pytest.mark.parametrize("workers", [2, 3, 8])
+def test_ranged_encoding_over_many_batches_numbers_in_first_appearance_order(workers):
+    """Pieces spanning many batches (empty ones too), NULLs in one piece only, empty and
+    non-ASCII strings: the merged codes are the one-pass first-appearance numbering, NULL
+    last, as ``pc.dictionary_encode`` numbers the whole column."""
+    rng = np.random.default_rng(7)
+    words = np.array(["", "é", "日本", "a", "ab", "b" * 120, "a\x00b", "A"], dtype=object)
+    values = list(words[rng.integers(0, len(words), 200)])
+    values[150] = values[151] = None  # NULLs in the last piece only
+    batches, start = [], 0
+    for size in [0, 1, 7, 3, 0, 50, 39, 100]:
+        batches.append(pa.array(values[start:start + size], pa.string()))
+        start += size
+    keys = pa.chunked_array(batches, type=pa.string())
+    codes, count = partition_codes([keys], len(keys), workers=workers)
+    expected = pc.dictionary_encode(pa.array(values, pa.string()))
+    distinct = len(expected.dictionary)
+    assert count == distinct + 1
+    assert codes.tolist() == expected.indices.fill_null(distinct).to_pylist()
