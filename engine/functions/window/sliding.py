@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from plansight.engine.kernels.sliding import ADD, OPS, sliding_frames
+
 MAX_GROWTH = 2.0  # padded length at most this many times the row count
 
 
@@ -54,6 +56,20 @@ def sliding_reduce(values: np.ndarray, op: np.ufunc, identity: object,
         >>> sliding_reduce(v, np.add, 0, part, 1, 1).tolist()
         [8, 16, 12, 9, 11, 11]
     """
+    code = OPS.get(op)
+    if code is not None and values.dtype.kind in "iuf":
+        if code == ADD and values.dtype.kind in "iu" and values.dtype.itemsize < 8:
+            # numpy's add.accumulate widens small integers to 64 bits: so do we
+            values = values.astype(np.int64 if values.dtype.kind == "i" else np.uint64)
+        # the same blocks in one compiled pass per partition (kernels/sliding.py)
+        return sliding_frames(np.ascontiguousarray(values), partition_index, before, after,
+                              code, values.dtype.type(identity))
+    return padded_reduce(values, op, identity, partition_index, before, after)
+
+
+def padded_reduce(values: np.ndarray, op: np.ufunc, identity: object,
+                  partition_index: np.ndarray, before: int, after: int) -> np.ndarray:
+    """``sliding_reduce`` in numpy (any ufunc, any dtype): the padded array in blocks."""
     n = len(values)
     if n == 0:
         return values.copy()
