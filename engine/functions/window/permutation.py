@@ -327,6 +327,19 @@ def sort_permutation(keys: list[tuple[np.ndarray, int]]) -> np.ndarray:
         >>> sort_permutation([(np.array([1, 0, 1, 0]), 2), (np.array([5, 9, 2, 8]), 10)]).tolist()
         [3, 1, 2, 0]
     """
+    return sort_permutation_unique(keys)[0]
+
+
+def sort_permutation_unique(keys: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, bool]:
+    """``sort_permutation`` and whether it found the key tuples all distinct on the way (True
+    only when the rows were placed directly; False means "not known", ties or not).
+
+    Example:
+        >>> perm, unique = sort_permutation_unique([(np.array([1, 0, 1]), 2),
+        ...                                         (np.array([0, 0, 1]), 2)])
+        >>> perm.tolist(), unique
+        ([1, 0, 2], True)
+    """
     n = len(keys[0][0]) if keys else 0
     space = 1
     for _, cardinality in keys:
@@ -339,10 +352,10 @@ def sort_permutation(keys: list[tuple[np.ndarray, int]]) -> np.ndarray:
         slots[combined] = np.arange(n, dtype=np.int64)
         permutation = slots[slots >= 0]
         if len(permutation) == n:
-            return permutation
-        return radix_argsort([(combined, _bits(space - 1))])
+            return permutation, True
+        return radix_argsort([(combined, _bits(space - 1))]), False
     return radix_argsort([(values, _bits(max(int(cardinality) - 1, 0)))
-                          for values, cardinality in keys])
+                          for values, cardinality in keys]), False
 
 
 def run_starts(sorted_codes: np.ndarray) -> np.ndarray:

@@ -42,10 +42,11 @@ from plansight.engine.exec.memory_pool import sort_headroom
 from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.window import evaluate_window
 from plansight.engine.functions.window.broadcast import broadcastable, whole_partition_aggregate
+from plansight.engine.functions.window.frame_spec import FrameBound, FrameSpec
 from plansight.engine.functions.window.permutation import (
     partition_codes,
     reverse_within_runs,
-    sort_permutation,
+    sort_permutation_unique,
     sort_ranks,
 )
 from plansight.engine.logical.expr import Column, Expr, Literal, SortKey, WindowCall
@@ -245,11 +246,27 @@ class HashWindowAggExec(ExecutionPlan):
     def _permuted(self, window: WindowCall, plan: _Plan, state: _State) -> pa.Array:
         sort = self.sorts[plan.sort]
         perm = state.permutation(sort, plan.backwards)
+        func, arguments = window.func, list(window.args)
+        if func == "count" and not window.distinct and len(arguments) == 1 and \
+                state.never_null(arguments[0]):
+            # COUNT of a column without NULLs counts rows: nothing to permute
+            func, arguments = "count_star", []
         args = [pa.scalar(a.value, a.type) if isinstance(a, Literal) else
-                state.permuted(a, perm) for a in window.args]
+                state.permuted(a, perm) for a in arguments]
         # a whole-partition frame ignores the order: the permutation may not follow it
         order_by = [] if plan.whole or not _needs_order_keys(window) else list(window.order_by)
         frame = None if plan.whole else window.frame
+        if order_by and (_peer_frame(window) or func in ("rank", "dense_rank")) and \
+                state.tie_free(window.order_by, perm):
+            # no two rows of a partition tie: every peer group is one row, so the frame is
+            # its ROWS frame, rank and dense_rank are the row number, and no peer groups are
+            # computed (a third of a running COUNT or a RANK)
+            if func in ("rank", "dense_rank"):
+                func = "row_number"
+            else:
+                frame = FrameSpec("rows", frame.start, frame.end, frame.exclude) if frame \
+                    else _RUNNING_ROWS
+            order_by = []
         if frame is not None and frame.unit == "range" and frame.has_offset:
             # RANGE offsets search the values themselves
             order_keys = [state.permuted(k.expr, perm) for k in order_by]
@@ -271,7 +288,7 @@ class HashWindowAggExec(ExecutionPlan):
                 return array if isinstance(array, pa.Scalar) else \
                     array.slice(start, stop - start)
             return evaluate_window(
-                window.func, [rows(a) for a in args],
+                func, [rows(a) for a in args],
                 partition_starts=perm.starts[first:end + 1] - start,
                 order_keys=[rows(k) for k in order_keys], descending=descending,
                 nulls_first=nulls_first, frame=frame, distinct=window.distinct,
@@ -336,9 +353,12 @@ class HashWindowAggExec(ExecutionPlan):
 class _Permutation:
     """A sort permutation with its partition starts, scattering results back to input order."""
 
-    def __init__(self, perm: np.ndarray, starts: np.ndarray):
+    def __init__(self, perm: np.ndarray, starts: np.ndarray,
+                 tie_free_keys: frozenset | None = None):
         self.perm = perm
         self.starts = starts
+        # the ORDER BY expressions known to have no two equal rows in a partition
+        self.tie_free_keys = tie_free_keys
         self._indices = pa.array(perm, type=pa.int64())
         self._inverse: pa.Array | None = None
 
@@ -355,6 +375,20 @@ class _Permutation:
             inverse[self.perm] = np.arange(len(self.perm), dtype=np.int64)
             self._inverse = pa.array(inverse)
         return values.take(self._inverse)
+
+
+_RUNNING_ROWS = FrameSpec("rows", FrameBound("unbounded_preceding"), FrameBound("current_row"))
+
+
+def _peer_frame(window: WindowCall) -> bool:
+    """Whether the window is an aggregate or frame function over a RANGE or GROUPS frame
+    (the default one too) whose bounds are peer-group edges, no offsets, and whose
+    exclusion is the same in rows: without ties it is its ROWS frame."""
+    if capabilities(window.func).frameless:
+        return False
+    frame = window.frame
+    return frame is None or (frame.unit in ("range", "groups") and not frame.has_offset
+                             and frame.exclude in ("no_others", "current_row"))
 
 
 def _needs_order_keys(window: WindowCall) -> bool:
@@ -396,6 +430,7 @@ class _State:
         self._ranks: dict[SortKey, np.ndarray] = {}
         self._codes: dict[frozenset, tuple[np.ndarray, int]] = {}
         self._perms: dict[tuple[_Sort, bool], _Permutation] = {}
+        self._tie_free: dict[tuple, bool] = {}
 
     def column(self, expr: Expr) -> pa.Array:
         if expr not in self._columns:
@@ -422,6 +457,31 @@ class _State:
                 return self.table.column(index)
         return self.column(expr)
 
+    def never_null(self, expr: Expr) -> bool:
+        """Whether ``expr`` is NULL on no row (a literal that is not NULL, or a column or
+        expression whose evaluated array has no NULLs)."""
+        if isinstance(expr, Literal):
+            return expr.value is not None
+        return self.column(expr).null_count == 0
+
+    def tie_free(self, order_by: list[SortKey], perm: _Permutation) -> bool:
+        """Whether no two rows of a partition have equal ``order_by`` keys, read from the
+        ranks in ``perm``'s order (equal keys are adjacent there; NULLs, NaNs tie)."""
+        if perm.tie_free_keys is not None and \
+                frozenset(k.expr for k in order_by) == perm.tie_free_keys:
+            return True  # the sort placed every row directly: the keys were distinct
+        key = (tuple(order_by), id(perm))
+        if key not in self._tie_free:
+            n = len(perm.perm)
+            same = np.ones(max(n - 1, 0), dtype=bool)
+            for k in order_by:
+                ranks = self.ranks(k)[perm.perm]
+                same &= ranks[1:] == ranks[:-1]
+            boundaries = perm.starts[1:-1]
+            same[boundaries[boundaries > 0] - 1] = False  # rows of different partitions
+            self._tie_free[key] = not same.any()
+        return self._tie_free[key]
+
     def codes(self, partition_by: tuple[Expr, ...]) -> tuple[np.ndarray, int]:
         key = frozenset(partition_by)
         if key not in self._codes:
@@ -436,18 +496,22 @@ class _State:
         if backwards:
             forward = self.permutation(sort, False)
             result = _Permutation(reverse_within_runs(forward.perm, forward.starts),
-                                  forward.starts)
+                                  forward.starts, forward.tie_free_keys)
         else:
             codes, count = self.codes(sort.partition_by)
             keys = [(codes, count)] if count > 1 else []
             for k in sort.order_by:
                 ranks = self.ranks(k)
                 keys.append((ranks, int(ranks.max()) + 1 if len(ranks) else 1))
-            perm = sort_permutation(keys) if keys else np.arange(len(codes), dtype=np.int64)
+            perm, unique = sort_permutation_unique(keys) if keys else \
+                (np.arange(len(codes), dtype=np.int64), False)
             # the permutation lists code 0's rows first, then code 1's, ...
             sizes = np.bincount(codes, minlength=count)
             starts = np.concatenate(([0], np.cumsum(sizes[sizes > 0]))).astype(np.int64)
-            result = _Permutation(perm, starts)
+            # distinct (partition, order keys) tuples: no ties among those keys, whatever
+            # their directions
+            result = _Permutation(perm, starts, frozenset(k.expr for k in sort.order_by)
+                                  if unique and sort.order_by else None)
         self._perms[(sort, backwards)] = result
         return result
 
