@@ -1,7 +1,8 @@
 """RANGE and GROUPS frames (the default one too) over ORDER BY keys that never tie within a
 partition run as their ROWS frames in HashWindowAggExec, and rank / dense_rank as the row
-number, without peer groups; COUNT of a column without NULLs counts rows: the same answers
-as DuckDB, and a single tie anywhere keeps the peer-group path."""
+number, without peer groups; COUNT of a column without NULLs counts rows, and a running
+count of rows is the row number: the same answers as DuckDB, and a single tie anywhere keeps
+the peer-group path."""
 
 from __future__ import annotations
 
@@ -49,6 +50,11 @@ QUERIES = [
     "p ORDER BY o ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS c, count(1) OVER (PARTITION "
     "BY p ORDER BY id DESC) AS n, count(id) FILTER (WHERE v > 0) OVER (PARTITION BY p "
     "ORDER BY o, id) AS f FROM t",
+    "SELECT id, count(*) OVER (PARTITION BY p ORDER BY o ROWS BETWEEN UNBOUNDED PRECEDING "
+    "AND CURRENT ROW) AS w, count(id) OVER (PARTITION BY p ORDER BY o ROWS UNBOUNDED "
+    "PRECEDING EXCLUDE CURRENT ROW) AS x, count(*) FILTER (WHERE v < 0) OVER (PARTITION BY "
+    "p ORDER BY o, id ROWS UNBOUNDED PRECEDING) AS f, count(v) OVER (PARTITION BY p ORDER "
+    "BY o, id ROWS UNBOUNDED PRECEDING) AS c FROM t",
     "SELECT id, dense_rank() OVER (PARTITION BY p ORDER BY o DESC NULLS LAST) AS w, "
     "rank() OVER (PARTITION BY p ORDER BY v, o) AS r, lag(v) OVER (PARTITION BY p ORDER BY o, "
     "id) AS l FROM t",

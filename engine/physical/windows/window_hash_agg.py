@@ -267,6 +267,10 @@ class HashWindowAggExec(ExecutionPlan):
                 frame = FrameSpec("rows", frame.start, frame.end, frame.exclude) if frame \
                     else _RUNNING_ROWS
             order_by = []
+        if func == "count_star" and window.filter is None and frame is not None and \
+                frame.unit == "rows" and frame.start.kind == "unbounded_preceding" and \
+                frame.end.kind == "current_row" and frame.exclude == "no_others":
+            func = "row_number"  # the rows counted up to the current one: its number
         if frame is not None and frame.unit == "range" and frame.has_offset:
             # RANGE offsets search the values themselves
             order_keys = [state.permuted(k.expr, perm) for k in order_by]
