@@ -66,6 +66,21 @@ def _boolean(name):
     return check
 
 
+def _boolean_or_auto(name):
+    """True, False, or "auto" (the engine decides case by case)."""
+    boolean = _boolean(name)
+
+    def check(value):
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        try:
+            return boolean(value)
+        except PlanError:
+            raise PlanError(f"option {name} must be true, false or auto, got {value!r}") \
+                from None
+    return check
+
+
 def _memory(value):
     if value is None or str(value).lower() in ("none", "unlimited", "-1"):
         return None
@@ -131,7 +146,7 @@ OPTIONS = {
     "spill_merge_fan_in": _positive_int("spill_merge_fan_in"),
     "dynamic_filter_max_keys": _non_negative_int("dynamic_filter_max_keys"),
     "dynamic_filter_max_bitmap_bits": _non_negative_int("dynamic_filter_max_bitmap_bits"),
-    "dynamic_filter_through_joins": _boolean("dynamic_filter_through_joins"),
+    "dynamic_filter_through_joins": _boolean_or_auto("dynamic_filter_through_joins"),
     "dynamic_filter_bypass_after_rows": _non_negative_int("dynamic_filter_bypass_after_rows"),
     "dynamic_filter_across_stages": _boolean("dynamic_filter_across_stages"),
     "optimizer": _boolean("optimizer"),  # false: only the rules a plan needs (reference plans)

@@ -59,9 +59,11 @@ class SessionConfig:
     #: most by default); 0 turns bitmaps off (the range only, as before).
     dynamic_filter_max_bitmap_bits: int = 1 << 27
     #: A join's key filter travels below aggregates grouped by the key; True: also into the
-    #: preserved side of other joins below (push_dynamic_filters). Off by default: on TPC-H
-    #: Q9 the filters from builds holding every key cost more than they saved.
-    dynamic_filter_through_joins: bool = False
+    #: preserved side of other joins below (push_dynamic_filters); "auto": only from a build
+    #: estimated to hold a small share of the keys (TPC-H Q7's suppliers of two nations);
+    #: False: never. Not always: on TPC-H Q9 the filters from builds holding every key cost
+    #: more than they saved.
+    dynamic_filter_through_joins: bool | str = "auto"
     #: A scan partition stops testing a join key filter that kept 95% or more of its first
     #: this many rows (0: never): a filter from a build side holding nearly every key costs
     #: a test per row and drops nothing.

@@ -28,7 +28,11 @@ other keys already imply is dropped (a redundant key costs hashing and skews the
 
 Left-deep, not bushy: each join then builds on a small side and streams the big one, and the
 build's keys filter the big scan (dynamic filters); with rough estimates a bushy tree of two
-large inputs looked cheap and was not.
+large inputs looked cheap and was not. One exception: a connected subset estimated smaller
+than its largest relation (a dimension shrunk by a filtered one) may join the rest whole, as
+the smaller (build) side. TPC-H Q7 filters nation twice: left-deep, customer's nation shrinks
+customer before orders and lineitem, and supplier's came last, above all of lineitem ⋈
+orders; as the pair supplier ⋈ nation (800 of 10,000 suppliers) its keys filter lineitem too.
 
 Only inner joins reorder; outer, semi and anti joins stay where they are and their inputs
 are reordered within.
@@ -286,6 +290,7 @@ class _JoinGraph:
             return self._greedy()
         best: dict[int, tuple[float, object]] = {1 << i: (0.0, i)
                                                 for i in range(len(self.relations))}
+        reducers: list[int] = []  # subsets of 2+ relations fit to be a build side whole
         for subset in range(1, full + 1):
             if subset & (subset - 1) == 0 or not self._connected(subset):
                 continue
@@ -296,12 +301,35 @@ class _JoinGraph:
                     cost = best[rest][0] + self._step_cost(rest, last)
                     if choice is None or cost < choice[0]:
                         choice = (cost, (best[rest][1], last))
+            for build in reducers:
+                rest = subset & ~build
+                if build & subset != build or rest not in best or \
+                        not self._touches(build, rest) or \
+                        self.set_rows(build) > self.set_rows(rest):
+                    continue
+                cost = best[rest][0] + best[build][0] + self.set_rows(subset) + \
+                    self.set_rows(build)
+                if choice is None or cost < choice[0]:
+                    choice = (cost, (best[rest][1], best[build][1]))
             if choice is not None:
                 best[subset] = choice
+                if self._reduces(subset):
+                    reducers.append(subset)
         cost, tree = best[full]
         if cost * MIN_GAIN > self.written_cost():
             return None  # not clearly better: the estimates are too rough to trust less
         return tree
+
+    def _reduces(self, subset: int) -> bool:
+        """Whether the joined ``subset`` is estimated smaller than its largest relation: a
+        dimension shrunk by a filtered one (TPC-H Q7's supplier ⋈ nation = 'FRANCE' or
+        'GERMANY', 800 of 10,000 suppliers). Such a subset may join the rest whole, as a
+        build side, so its keys filter the fact table as well (a bushy tree, but only with a
+        small, reducing side: two large inputs stay left-deep)."""
+        return self.set_rows(subset) < max(self.rows[i] for i in _bits(subset))
+
+    def _touches(self, a: int, b: int) -> bool:
+        return any(self.neighbours[i] & b for i in _bits(a))
 
     def _step_cost(self, joined: int, last: int) -> float:
         return self.set_rows(joined | 1 << last) + min(self.set_rows(joined), self.rows[last])

@@ -8,11 +8,13 @@ change the answer. A join's key filter also travels
   groups whose key the join would drop anyway (Q17's average per part, Q20's sum per part
   and supplier: only the parts of the outer query are aggregated, DuckDB's "delim join"
   by another road);
-- with ``through_joins`` (off by default: on TPC-H Q9 the extra filters from builds
-  holding every key cost more than they saved), through another hash join, into the side
-  whose rows the column comes from, when that side is preserved (both sides of an inner
-  join; the left of a left, semi or anti join): an output row with key k comes from a row
-  of that side with key k, and dropping that row drops only output rows with the same key.
+- through another hash join, into the side whose rows the column comes from, when that
+  side is preserved (both sides of an inner join; the left of a left, semi or anti join):
+  an output row with key k comes from a row of that side with key k, and dropping that row
+  drops only output rows with the same key. Always with ``through_joins`` True; with
+  "auto" (the session's default) only when the build is estimated to hold a small share of
+  the scan column's distinct keys (``_selective``): on TPC-H Q9 the filters from builds
+  holding every key cost more than they saved.
 
 A top-k's threshold never goes below an aggregate: it may read units in another order,
 which a streaming (sorted) aggregate relies on.
@@ -41,10 +43,13 @@ _PROBE_DROPPING = ("inner", "left", "left_semi", "left_anti", "right_semi")
 # the sides of a join whose every output row is one of their rows, unchanged
 _PRESERVED_LEFT = ("inner", "left", "left_semi", "left_anti")
 _PRESERVED_RIGHT = ("inner", "right", "right_semi", "right_anti")
+#: with ``through_joins`` "auto", a join key filter goes through other joins when the build is
+#: estimated to hold at most this share of the probe column's distinct keys
+SELECTIVE_SHARE = 0.25
 
 
 def push_dynamic_filters(plan: ExecutionPlan, max_keys: int = 1024,
-                         max_bitmap_bits: int = 0, through_joins: bool = False
+                         max_bitmap_bits: int = 0, through_joins: bool | str = False
                          ) -> ExecutionPlan:
     for _, node in plan.walk():
         if isinstance(node, SortExec) and node.fetch is not None and node.keys:
@@ -63,7 +68,12 @@ def push_dynamic_filters(plan: ExecutionPlan, max_keys: int = 1024,
             filters = []
             for build_key, probe_key in node.on:
                 found = find_scan_column(node.right, probe_key, through_aggregates=True,
-                                         through_joins=through_joins)
+                                         through_joins=through_joins is True)
+                if found is None and through_joins == "auto":
+                    found = find_scan_column(node.right, probe_key, through_aggregates=True,
+                                             through_joins=True)
+                    if found is not None and not _selective(node.left, *found):
+                        found = None
                 if found is None:
                     continue
                 dynamic_filter = DynamicFilter(f"HashJoin[{node.operator_id}]",
@@ -114,6 +124,20 @@ def find_scan_column(plan: ExecutionPlan, column: Expr, through_aggregates: bool
             plan = side
             continue
         return None
+
+
+def _selective(build: ExecutionPlan, scan: DataSourceExec, column: str) -> bool:
+    """Whether a build side is estimated to hold at most ``SELECTIVE_SHARE`` of the distinct
+    keys of the scan column its filter would reach through other joins: then the filter
+    drops most of that scan's rows before they are joined at all (TPC-H Q7's 800 suppliers
+    of France and Germany filter lineitem below its join with orders). A build holding
+    about every key (Q9's) would cost a test per row and drop nothing: not pushed."""
+    while build.row_estimate is None and len(build.children()) == 1:
+        build = build.children()[0]
+    statistics = scan.source.column_statistics(column)
+    if build.row_estimate is None or statistics is None or not statistics.distinct_count:
+        return False
+    return build.row_estimate <= SELECTIVE_SHARE * statistics.distinct_count
 
 
 def _preserved_side_of(join: HashJoinExec, column: Column) -> ExecutionPlan | None:

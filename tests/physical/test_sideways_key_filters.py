@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 import plansight as ps
+from plansight import PlanError
 from plansight.engine.physical.dynamic_filter import DynamicFilter
 from plansight.engine.physical.key_bitmap import KeyBitmap
 from tests.differential.harness import check
@@ -167,6 +168,40 @@ def test_filters_go_through_joins_only_with_the_option():
         counts.append(sum(s.count(" from HashJoin") for s in _scan_lines(text, "part")))
     assert counts[1] == counts[0] + 1, counts
     check(sql, tables, target_partitions=2, dynamic_filter_through_joins=True)
+
+
+@pytest.mark.parametrize("brands, pushed", [(["B7", "B9"], True),
+                                            ([f"B{i}" for i in range(40)], False)])
+def test_auto_sends_only_a_selective_build_through_joins(brands, pushed):
+    """The default, "auto": the brand join's key filter reaches part below lineitem when
+    the brands it builds are few of part's 40 (it drops most rows there), not when the
+    build holds every brand (a test per row that drops nothing, TPC-H Q9's case)."""
+    tables = _facts_and_parts(2000)
+    tables["brand"] = pa.table({"b": brands, "label": [b.lower() for b in brands]})
+    session = ps.Session(target_partitions=1)
+    for name, table in tables.items():
+        session.register(name, table)
+    sql = ("SELECT label, l_price FROM brand JOIN "
+           "(SELECT p_brand, l_price FROM lineitem JOIN part ON l_partkey = p_partkey) x "
+           "ON x.p_brand = brand.b")
+    counts = [sum(s.count(" from HashJoin") for s in _scan_lines(
+        session.sql(sql, options=options).explain(), "part"))
+        for options in ({}, {"dynamic_filter_through_joins": "auto"},
+                        {"dynamic_filter_through_joins": False})]
+    assert counts == [pushed, pushed, 0], session.sql(sql).explain()
+    run = session.sql(sql).execute()
+    rows_read = _metric("\n".join(_scan_lines(run.explain_analyze(), "part")), "rows_read")
+    assert rows_read == (100 if pushed else 2000), run.explain_analyze()
+    check(sql, tables, target_partitions=2, batch_size=7)
+
+
+def test_through_joins_option_takes_true_false_or_auto():
+    session = ps.Session(target_partitions=1)
+    for value, expected in ((True, True), ("off", False), ("AUTO", "auto")):
+        session.set_option("dynamic_filter_through_joins", value)
+        assert session.config.dynamic_filter_through_joins == expected
+    with pytest.raises(PlanError, match="true, false or auto"):
+        session.set_option("dynamic_filter_through_joins", "sometimes")
 
 
 # ----------------------------------------------------------------------------- differential
