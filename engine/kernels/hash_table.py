@@ -271,6 +271,18 @@ def pack_short_bytes(offsets, data, valid):
 
 
 @kernel
+def longest_bytes(offsets):
+    """The longest value's length (0 for none): one pass over the offsets, no temporary
+    array of lengths."""
+    longest = 0
+    for i in range(len(offsets) - 1):
+        length = offsets[i + 1] - offsets[i]
+        if length > longest:
+            longest = length
+    return longest
+
+
+@kernel
 def bytes_factorize(offsets, data, valid):
     """(id per row or -1, slots, first row of each id, hashes of the ids' keys).
 

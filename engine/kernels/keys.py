@@ -23,6 +23,7 @@ from plansight.engine.kernels.hash_table import (
     bytes_factorize,
     int_factorize,
     int_lookup,
+    longest_bytes,
     pack_short_bytes,
     range_factorize,
     range_lookup,
@@ -127,7 +128,7 @@ def _integer_key(key: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarra
     valid = validity(key)
     if key_kind(key.type) == "int":
         return int_values(key), valid
-    packed, short = pack_short_bytes(*byte_buffers(key), valid)
+    packed, short = pack_short_bytes(*byte_buffers(key, widen=False), valid)
     return (packed, valid) if short else None
 
 
@@ -185,13 +186,18 @@ def int_values(key: pa.Array) -> np.ndarray:
         np.int64, copy=False)
 
 
-def byte_buffers(key: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """A "bytes" kind key as (int64 offsets into data, uint8 data)."""
+def byte_buffers(key: pa.Array, widen: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """A "bytes" kind key as (int64 offsets into data, uint8 data). ``widen`` False leaves
+    a string array's int32 offsets as they are (no copy) for the kernels that only take
+    differences of neighbouring offsets (``pack_short_bytes``, ``longest_bytes``): widening
+    Q1's two flag columns cost about as much as packing them."""
     if len(key) == 0:
         return np.zeros(1, dtype=np.int64), np.empty(0, np.uint8)
     large = pa.types.is_large_string(key.type) or pa.types.is_large_binary(key.type)
     offsets = np.frombuffer(key.buffers()[1], dtype=np.int64 if large else np.int32)
-    offsets = offsets[key.offset:key.offset + len(key) + 1].astype(np.int64)
+    offsets = offsets[key.offset:key.offset + len(key) + 1]
+    if widen:
+        offsets = offsets.astype(np.int64, copy=False)
     data = key.buffers()[2]
     data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
     return offsets, data
@@ -208,8 +214,8 @@ def short_bytes(key: pa.Array | pa.ChunkedArray) -> bool:
         if not (pa.types.is_string(chunk.type) or pa.types.is_binary(chunk.type) or
                 pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)):
             return False
-        offsets, _ = byte_buffers(chunk)
-        if int(np.diff(offsets).max()) > MAX_PACKED_BYTES:
+        offsets, _ = byte_buffers(chunk, widen=False)
+        if longest_bytes(offsets) > MAX_PACKED_BYTES:
             return False
     return True
 
@@ -230,13 +236,14 @@ def column_codes(key: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
     else:
         key = plain(key)
         valid = validity(key)
-        offsets, data = byte_buffers(key)
+        offsets, data = byte_buffers(key, widen=False)
         packed, short = pack_short_bytes(offsets, data, valid)
         if short:  # every key fits an int64: numbered as integers (a range when they can)
             ids, _, uniques, _ = factorize_ints(packed, valid)
             cardinality = len(uniques)
         else:
-            ids, _, first, _ = bytes_factorize(offsets, data, valid)
+            ids, _, first, _ = bytes_factorize(offsets.astype(np.int64, copy=False), data,
+                                               valid)
             cardinality = len(first)
     if key.null_count:
         ids[~valid] = cardinality

@@ -232,6 +232,31 @@ def test_short_strings_pack_into_distinct_integers():
     assert short
 
 
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string(), pa.binary()])
+def test_short_bytes_read_offsets_of_either_width_as_they_are(kind):
+    """Unwidened int32 offsets (no copy) pack and measure as widened int64 ones do, also for
+    a slice whose offsets do not start at 0; the longest value is found without a lengths
+    array."""
+    from plansight.engine.kernels.keys import byte_buffers
+
+    values = ["ab", None, "", "abcdefg", "x", "abcdefgh", "yz"]
+    array = pa.array(values, kind)
+    for piece in (array, array.slice(2, 3), array.slice(5), array.slice(0, 0)):
+        narrow, data = byte_buffers(piece, widen=False)
+        wide, _ = byte_buffers(piece)
+        assert wide.dtype == np.int64
+        if len(piece):  # an empty key has no buffers to read: int64 [0]
+            assert narrow.dtype == (np.int64 if kind == pa.large_string() else np.int32)
+        lengths = [len(v) for v in piece.to_pylist() if v is not None]
+        assert ht.longest_bytes(narrow) == ht.longest_bytes(wide) == max(lengths, default=0)
+        valid = np.asarray(piece.is_valid(), dtype=bool)
+        got, got_short = ht.pack_short_bytes(narrow, data, valid)
+        expected, expected_short = ht.pack_short_bytes(wide, data, valid)
+        assert got_short == expected_short == (max(lengths, default=0) <= 7)
+        if got_short:
+            assert got.tolist() == expected.tolist()
+
+
 def test_group_ids_of_short_strings_and_small_ints_match_a_reference():
     """The joint range numbering (short strings packed, columns combined by their spans)
     groups as the column-by-column numbering does, NULLs a value of their own, also past

@@ -65,11 +65,13 @@ def test_compacted_states_are_spilled_with_the_rows(monkeypatch, tmp_path):
     assert_same(run.result, expected, ordered=False, sql=sql)
 
 
-@pytest.fixture
-def tiny_chunks(monkeypatch):
-    """Compact every two rows (and never give up), so the small corpus tables compact."""
+@pytest.fixture(params=[0, 1 << 40], ids=["merged", "unmerged"])
+def tiny_chunks(monkeypatch, request):
+    """Compact every two rows (and never give up), so the small corpus tables compact; the
+    chunks' states merged at every compaction, or all left to the final merge."""
     monkeypatch.setattr(AggregateExec, "PARTIAL_CHUNK_ROWS", 2)
     monkeypatch.setattr(_HashPartition, "COMPACT_MAX_RATIO", 1.0)
+    monkeypatch.setattr(_HashPartition, "MERGE_STATES_BYTES", request.param)
 
 
 CONFIGS = [
@@ -85,3 +87,29 @@ CONFIGS = [
                                  for n, sql in enumerate(corpus.AGGREGATES)])
 def test_aggregate_corpus_with_compaction_every_two_rows(tiny_chunks, sql, options):
     check(sql, SMALL, **options)
+
+
+@pytest.mark.parametrize("merge_bytes", [0, None])
+def test_chunk_states_merge_only_past_a_chunks_bytes(monkeypatch, merge_bytes):
+    """Chunks of 7 groups each: their states wait for the final merge (by default) instead
+    of being merged into the states held at every chunk after the first (each merge cost
+    more than computing 7 groups' states)."""
+    monkeypatch.setattr(AggregateExec, "PARTIAL_CHUNK_ROWS", 100_000)
+    if merge_bytes is not None:
+        monkeypatch.setattr(_HashPartition, "MERGE_STATES_BYTES", merge_bytes)
+    merges, compactions = [], []
+    merge, compact = AggregateExec._merge_states, _HashPartition._compact
+    monkeypatch.setattr(AggregateExec, "_merge_states",
+                        lambda self, table, keys: merges.append(1) or merge(self, table, keys))
+    monkeypatch.setattr(_HashPartition, "_compact",
+                        lambda self, batches: compactions.append(1) or compact(self, batches))
+    table = _wide_table(600_000, groups=7)
+    sql = "SELECT g, count(*) AS n, sum(d) AS sd, avg(v) AS av FROM t GROUP BY g"
+    session = ps.Session(target_partitions=1, batch_size=8192)
+    session.register("t", table)
+    query = session.sql(sql)
+    result = query.to_arrow()
+    assert "mode=Single" in query.explain()
+    assert len(compactions) >= 4
+    assert len(merges) == (len(compactions) - 1 if merge_bytes == 0 else 0)
+    assert_same(result, run_duckdb(sql, {"t": table}), ordered=False, sql=sql)

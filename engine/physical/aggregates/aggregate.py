@@ -319,6 +319,8 @@ class _HashPartition:
     # states held exceed this many chunks' bytes
     COMPACT_MAX_RATIO = 0.5
     COMPACT_MAX_CHUNKS = 4
+    # the states of compacted chunks are merged once the unmerged ones hold this many bytes
+    MERGE_STATES_BYTES = AggregateExec.PARTIAL_CHUNK_BYTES
 
     def __init__(self, plan: AggregateExec, partition: int, ctx):
         self.plan, self.ctx = plan, ctx
@@ -344,7 +346,10 @@ class _HashPartition:
         self.folds = plan.mode is AggregateMode.SINGLE and not plan.keys and \
             all(is_decomposable(s) for s in plan.specs)
         self.compacts = plan.mode is not AggregateMode.PARTIAL and plan._mergeable()
-        self.states: pa.Table | None = None  # compacted state rows, in the run schema
+        # compacted state rows, in the run schema: one table per compacted chunk, merged
+        # only when the unmerged ones pass a chunk's bytes (``_compact``)
+        self.states: list[pa.Table] = []
+        self.states_bytes = self.unmerged_bytes = 0
         self.batches: list[pa.RecordBatch] = []
         self.rows = 0
         self.held_bytes = 0  # of ``batches`` (the account also counts ``states``)
@@ -385,24 +390,33 @@ class _HashPartition:
             self._compact(self.batches)
 
     def _compact(self, batches: list[pa.RecordBatch]) -> None:
-        """Reduce ``batches`` (held or refused) to states merged with the states held."""
+        """Reduce ``batches`` (held or refused) to states, kept beside the states held.
+
+        The states of the chunks are merged with each other only once the unmerged ones
+        hold a chunk's bytes: the final aggregate (or a spilled run) merges them anyway, and
+        merging a few groups' states per chunk cost more than computing them (TPC-H Q1 at
+        one partition: 53 chunks of 4 groups, ~2 ms of Python per merge)."""
         plan = self.plan
         schema = plan._run_schema()
         chunk = pa.Table.from_batches(plan._run_batches(batches, self.keys), schema=schema)
         rows = sum(b.num_rows for b in batches)
-        if self.states is not None:
-            chunk = plan._merge_states(pa.concat_tables([self.states, chunk]), self.keys)
-        self.states = chunk
+        self.states.append(chunk)
+        self.states_bytes += chunk.nbytes
+        self.unmerged_bytes += chunk.nbytes
+        if len(self.states) > 1 and self.unmerged_bytes > self.MERGE_STATES_BYTES:
+            self.states = [plan._merge_states(pa.concat_tables(self.states), self.keys)]
+            self.states_bytes, self.unmerged_bytes = self.states[0].nbytes, 0
         self._release()
-        self.account.add(chunk.nbytes)
+        self.account.add(self.states_bytes)
         if chunk.num_rows > self.COMPACT_MAX_RATIO * rows or \
-                chunk.nbytes > self.COMPACT_MAX_CHUNKS * plan.PARTIAL_CHUNK_BYTES:
+                self.states_bytes > self.COMPACT_MAX_CHUNKS * plan.PARTIAL_CHUNK_BYTES:
             self.compacts = False
 
     def _take_states(self) -> list[pa.RecordBatch]:
         """The compacted states, handed over (to a spilled run or the final merge)."""
-        states, self.states = self.states, None
-        return states.to_batches() if states is not None else []
+        states, self.states = self.states, []
+        self.states_bytes = self.unmerged_bytes = 0
+        return [batch for table in states for batch in table.to_batches()]
 
     def finish(self):
         """Yields the aggregate of everything inserted (merging spilled runs or states)."""
@@ -416,7 +430,7 @@ class _HashPartition:
             yield from plan._merge_runs(self.runs, self.batches, self.keys, self.account, ctx,
                                         states=self._take_states())
             return
-        if self.states is not None:
+        if self.states:
             states = self._take_states()
             if self.batches:
                 states += plan._run_batches(self.batches, self.keys)
