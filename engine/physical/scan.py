@@ -227,6 +227,12 @@ class DataSourceExec(ExecutionPlan):
                    for i, f in dynamic if f.applies_to(ctx))
 
     def _execute(self, partition, ctx):
+        batches = self._read(partition, ctx)
+        if self.dynamic_filters:
+            batches = _coalesced(batches, ctx.batch_size)
+        yield from batches
+
+    def _read(self, partition, ctx):
         metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
         metrics.add("units_pruned", self.pruned_units if partition == 0 else 0)
         if self.limit_pruned_units and partition == 0:
@@ -272,6 +278,34 @@ class DataSourceExec(ExecutionPlan):
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
             if remaining is not None and remaining <= 0:
                 return
+
+
+def _coalesced(batches, rows: int):
+    """``batches`` in order, those under ``rows`` rows concatenated until they reach it.
+
+    A selective join key filter leaves a few hundred rows of each batch read (TPC-H Q7's
+    lineitem: 38K rows in 106 batches); every operator above costs some Python per batch,
+    which then outweighs its work on the rows (Q7's two joins above that scan: ~0.4 ms per
+    batch of ~360 rows)."""
+    pending, held = [], 0
+    for batch in batches:
+        if batch.num_rows >= rows:
+            if pending:
+                yield _concatenated(pending)
+                pending, held = [], 0
+            yield batch
+            continue
+        pending.append(batch)
+        held += batch.num_rows
+        if held >= rows:
+            yield _concatenated(pending)
+            pending, held = [], 0
+    if pending:
+        yield _concatenated(pending)
+
+
+def _concatenated(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
 def _filterable_as_stored(stored: pa.Schema, plan: pa.Schema) -> bool:

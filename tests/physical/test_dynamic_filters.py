@@ -111,3 +111,29 @@ def test_topk_with_ties_and_nulls_matches_duckdb(limit_parquet, order):
     assert [tuple(r.values()) for r in run.result.to_pylist()] == expected
     if "NULLS FIRST" not in order:  # a NULLS FIRST top-k takes NULLs: no bound applies
         assert _metric(run.explain_analyze(), "rows_read") < 2_000_000
+
+
+@pytest.mark.parametrize("partitions, batch_size", [(1, 8192), (2, 8192), (3, 7), (1, 3)])
+def test_small_filtered_batches_are_gathered_in_order(sorted_parquet, partitions, batch_size):
+    """A join key filter keeping every 500th row leaves ~20 rows of each 10,000-row row
+    group: the scan hands on batches of about batch_size rows (fewer batches for every
+    operator above to pay for), in the order they were read."""
+    s = ps.Session(target_partitions=partitions, batch_size=batch_size)
+    s.register_parquet("facts", sorted_parquet)
+    keys = np.arange(0, 200_000, 500)
+    dims = pa.table({"k": keys, "name": [f"n{k}" for k in keys]})
+    s.register("dims", dims)
+    sql = "SELECT k, v, name FROM facts JOIN dims USING (k)"
+    run = s.sql(sql, options={"dynamic_filter_max_keys": 1 << 20}).execute()
+    scan = next(line for line in run.explain_analyze().splitlines()
+                if "table=facts" in line)
+    assert "from HashJoin" in scan and _metric(scan, "rows_read") == len(keys)
+    batches = _metric(scan, "output_batches")
+    if batch_size == 8192:
+        assert batches <= partitions, scan  # 400 rows: one batch per partition
+    else:
+        assert batches >= len(keys) // batch_size, scan
+    assert sorted(run.result.column("k").to_pylist()) == keys.tolist()
+    # one partition reads the row groups in order: the rows come out in key order
+    if partitions == 1:
+        assert run.result.column("k").to_pylist() == keys.tolist()
