@@ -103,6 +103,12 @@ def evaluation_stages(predicate: Expr) -> list[Expr]:
     return [stage for stage in (conjunction(cheap), conjunction(costly)) if stage is not None]
 
 
+def cheap_conjuncts(predicate: Expr) -> Expr | None:
+    """The AND of ``predicate``'s cheap conjuncts (the first stage), or None when all are
+    costly."""
+    return conjunction([c for c in split_conjunction(predicate) if not _costly(c)])
+
+
 def _costly(expr: Expr) -> bool:
     """Whether evaluating ``expr`` touches variable-width values or calls a pattern matcher:
     per row that costs far more than comparing fixed-width numbers."""

@@ -9,6 +9,7 @@ from plansight.engine.physical_optimizer.ensure_requirements import (
     ensure_single_output,
 )
 from plansight.engine.physical_optimizer.keep_source_order import keep_source_order
+from plansight.engine.physical_optimizer.prefilter_scans import prefilter_scans
 from plansight.engine.physical_optimizer.prune_by_limit import prune_by_limit
 from plansight.engine.physical_optimizer.push_dynamic_filters import push_dynamic_filters
 from plansight.engine.physical_optimizer.widen_scan_batches import widen_scan_batches
@@ -22,6 +23,7 @@ def optimize_physical(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPl
     # after the merges exist: the ones whose order reaches the result read partitions in order
     plan = keep_source_order(plan)
     plan = widen_scan_batches(plan, config)
+    plan = prefilter_scans(plan)
     # last: it wires operators of the final tree together
     plan = push_dynamic_filters(plan, config.dynamic_filter_max_keys,
                                 config.dynamic_filter_max_bitmap_bits,

@@ -7,13 +7,18 @@ rows keep their order.
 
 from __future__ import annotations
 
+from datetime import date
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 import plansight as ps
 from plansight.engine.physical.filter import FilterExec, _kept
-from tests.differential.harness import check
+from plansight.engine.physical.scan import _Prefilter
+from tests.differential.harness import assert_same, check, has_top_level_order_by, run_duckdb
 
 
 def _filters(plan):
@@ -94,3 +99,99 @@ def test_a_mask_that_keeps_every_row_returns_the_batch_itself():
     some = _kept(batch, pa.array([True, False, True]))
     assert some.to_pydict() == {"a": [1, 3], "s": ["x", "z"]}
     assert _kept(batch, pa.array([True, False, True]), kept=2).num_rows == 2
+
+
+# --------------------------------------------------------- cheap conjuncts inside the scan
+
+@pytest.fixture
+def every_batch(monkeypatch):
+    """The scan's early pass tests batches of any size (else only those of 4096+ rows)."""
+    monkeypatch.setattr(_Prefilter, "MIN_ROWS", 0)
+
+
+@pytest.fixture(scope="module")
+def parquet_t(tmp_path_factory):
+    """TABLES' t as Parquet in two row groups: ``mode`` (5 values) is read as dictionary
+    indices, which the scan decodes after applying the filter's cheap conjuncts."""
+    path = tmp_path_factory.mktemp("stages") / "t.parquet"
+    pq.write_table(TABLES["t"], path, row_group_size=250)
+    return str(path)
+
+
+@pytest.mark.parametrize("options", [
+    pytest.param({"target_partitions": 1, "batch_size": 8192}, id="p1"),
+    pytest.param({"target_partitions": 2, "batch_size": 7}, id="p2-b7"),
+    pytest.param({"target_partitions": 3, "batch_size": 3}, id="p3-b3"),
+    pytest.param({"target_partitions": 8, "batch_size": 1}, id="p8-b1"),
+])
+@pytest.mark.parametrize("sql", QUERIES)
+def test_filters_over_parquet_with_cheap_conjuncts_in_the_scan_match_duckdb(
+        every_batch, parquet_t, sql, options):
+    session = ps.Session(**options)
+    session.register_parquet("t", parquet_t)
+    assert_same(session.sql(sql).to_arrow(), run_duckdb(sql, TABLES),
+                ordered=has_top_level_order_by(sql), sql=sql)
+
+
+def test_the_scan_drops_rows_by_the_cheap_conjuncts_before_decoding(every_batch, parquet_t):
+    session = ps.Session(target_partitions=1)
+    session.register_parquet("t", parquet_t)
+    sql = ("SELECT v FROM t WHERE mode IN ('MAIL', 'SHIP') AND d >= DATE '1994-06-01' "
+           "AND d < DATE '1995-01-01'")
+    run = session.sql(sql).execute()
+    scan = next(line for line in run.explain_analyze().splitlines() if "DataSourceExec" in line)
+    dates = pc.and_(pc.greater_equal(TABLES["t"]["d"], pa.scalar(date(1994, 6, 1))),
+                    pc.less(TABLES["t"]["d"], pa.scalar(date(1995, 1, 1))))
+    passing = pc.sum(pc.fill_null(dates, False).cast(pa.int64())).as_py()
+    assert f"output_rows={passing}," in scan, scan
+    assert f"rows_skipped_prefilter={TABLES['t'].num_rows - passing}" in scan, scan
+    assert_same(run.result, run_duckdb(sql, TABLES), ordered=False, sql=sql)
+
+
+def test_a_cheap_conjunct_that_raises_in_the_scan_is_left_to_the_filter(every_batch, tmp_path):
+    """``x * 1e9`` overflows INTEGER only where s = 'AIR' is false, and s = 'AIR' is written
+    first: no error (as in DuckDB), although the scan's cheap pass raises on the batch."""
+    n = 400
+    table = pa.table({"s": ["AIR" if i % 4 == 0 else "SHIP" for i in range(n)],
+                      "x": pa.array([1 if i % 4 == 0 else 100 for i in range(n)], pa.int32()),
+                      "v": np.arange(n)})
+    pq.write_table(table, tmp_path / "t.parquet")
+    session = ps.Session(target_partitions=1)
+    session.register_parquet("t", str(tmp_path / "t.parquet"))
+    sql = "SELECT v FROM t WHERE s = 'AIR' AND x * 1000000000 > 0"
+    run = session.sql(sql).execute()
+    scan = next(line for line in run.explain_analyze().splitlines() if "DataSourceExec" in line)
+    assert "output_rows=400," in scan and "rows_skipped_prefilter" not in scan, scan
+    assert_same(run.result, run_duckdb(sql, {"t": table}), ordered=False, sql=sql)
+    assert run.result.num_rows == n // 4
+
+
+def test_the_early_pass_stops_when_it_keeps_nearly_every_row(tmp_path):
+    """A cheap conjunct that keeps every row is tested on the first 65,536 rows only; small
+    batches are not tested."""
+    n = 300_000
+    table = pa.table({"s": pa.array(["a", "b", "c"] * (n // 3)), "x": np.arange(n)})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=50_000)
+    session = ps.Session(target_partitions=1)
+    session.register_parquet("t", str(tmp_path / "t.parquet"))
+    calls = []
+    apply = _Prefilter.apply
+
+    def counted(self, batch, metrics):
+        out = apply(self, batch, metrics)
+        calls.append((batch.num_rows, self.bypassed))
+        return out
+    session.sql("SELECT 1").to_arrow()
+    _Prefilter.apply = counted
+    try:
+        everything = session.sql("SELECT count(*) FROM t WHERE x >= 0 AND s <> 'z'")
+        assert everything.to_arrow().column(0)[0].as_py() == n
+        bypassed_at = next(i for i, (_, bypassed) in enumerate(calls) if bypassed)
+        assert sum(rows for rows, _ in calls[:bypassed_at + 1]) <= 1 << 17, calls
+        calls.clear()
+        few = session.sql("SELECT count(*) FROM t WHERE x % 300 = 0 AND s <> 'z'").execute()
+        assert few.result.column(0)[0].as_py() == 1000
+        assert not any(bypassed for _, bypassed in calls)
+        assert "rows_skipped_prefilter=299000" in few.explain_analyze()
+    finally:
+        _Prefilter.apply = apply
