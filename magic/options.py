@@ -10,7 +10,7 @@ to the kernel's session at once.
 
 from __future__ import annotations
 
-from traitlets import Bool, Int, TraitError, Unicode, observe, validate
+from traitlets import Bool, Int, TraitError, Unicode, Union, observe, validate
 from traitlets.config import Configurable
 
 from plansight.engine.exec.context import SessionConfig
@@ -38,6 +38,9 @@ def _trait(name: str):
         return Bool(None, allow_none=True, config=True, help=help_text)
     if kind == "int":
         return Int(None, allow_none=True, config=True, help=help_text)
+    if kind == "bool | str":  # a switch with a third setting, such as 'auto'
+        return Union([Bool(), Unicode()], default_value=None, allow_none=True, config=True,
+                     help=help_text)
     return Unicode(None, allow_none=True, config=True, help=help_text)  # sizes such as '2GB'
 
 

@@ -277,6 +277,12 @@ def test_config_sets_validated_kernel_defaults(ip, capsys):
     with pytest.raises(TraitError, match="default_null_order"):
         options.default_null_order = "sideways"
     options.memory_limit = None
+    for value in (False, "auto", True):  # a switch with a third setting takes either kind
+        options.dynamic_filter_through_joins = value
+        assert get_session().get_option("dynamic_filter_through_joins") == value
+    with pytest.raises(TraitError, match="dynamic_filter_through_joins"):
+        options.dynamic_filter_through_joins = "sometimes"
+    options.dynamic_filter_through_joins = "auto"
 
 
 def test_jupysql_capture_stores_like_out(ip):
