@@ -45,8 +45,8 @@ EXPECTED = {
 0 SortPreservingMergeExec
 1 ShuffleReaderExec: stage=2, passthrough, partitions=4
 2 ShuffleWriterExec: stage=2, partitioning=passthrough
-6 ShuffleReaderExec: stage=1, partitioning=Hash([l_returnflag, l_linestatus], 4)
-7 ShuffleWriterExec: stage=1, partitioning=Hash([l_returnflag, l_linestatus], 4)
+7 ShuffleReaderExec: stage=1, partitioning=Hash([l_returnflag, l_linestatus], 4)
+8 ShuffleWriterExec: stage=1, partitioning=Hash([l_returnflag, l_linestatus], 4)
 """,
     3: """
 1 SortPreservingMergeExec
