@@ -261,7 +261,9 @@ def values_equal(a: Any, b: Any) -> bool:
 
 def _sort_key(value: Any):
     """A total order consistent across engines: numbers by a rounded float (tolerance), then
-    exactly for integers, so equal-within-tolerance values sort the same on both sides."""
+    exactly, so equal-within-tolerance values sort the same on both sides and equal ones
+    pair up even when many share one rounded key (-2147483647.0 .. -2147483643.0 all round
+    to -2.1474836e9, and a tolerance-greedy pairing of them could strand a partner)."""
     if value is None:
         return (0,)
     if isinstance(value, _NaN):
@@ -273,7 +275,7 @@ def _sort_key(value: Any):
         if math.isinf(number):
             return (1, 1, number, 0)
         rounded = float(f"{number:.8g}")
-        return (1, 1, rounded, value if isinstance(value, int) else 0)
+        return (1, 1, rounded, value if isinstance(value, int) else number)
     if isinstance(value, str):
         return (3, value)
     if isinstance(value, bytes):

@@ -31,6 +31,17 @@ def test_multiset_of_values_sharing_a_rounded_sort_key():
                     _t(a=pa.array(values[:2] + [Decimal("99999000.00")], dec)), ordered=False)
 
 
+def test_multiset_of_close_values_pairs_equal_ones():
+    """Five doubles a unit apart share one rounded sort key and are each within tolerance
+    of their neighbours (fuzzer seed 9302, query 8444, a false TLP mismatch): equal
+    multisets in different orders still match, and a changed value still differs."""
+    values = [-2147483647.0 + i for i in range(5)]
+    shuffled = [values[i] for i in (1, 2, 4, 0, 3)]
+    assert_same(_t(a=shuffled, b=[False] * 5), _t(a=values, b=[False] * 5), ordered=False)
+    with pytest.raises(AssertionError, match="results differ"):
+        assert_same(_t(a=shuffled), _t(a=values[:4] + [-2147483600.0]), ordered=False)
+
+
 def test_values_compare_across_types():
     assert_same(_t(a=pa.array([1, None], pa.int32())),
                 _t(a=pa.array([Decimal(1), None], pa.decimal128(38, 0))), ordered=False)
