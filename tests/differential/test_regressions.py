@@ -98,6 +98,10 @@ CASES = {
         "GROUP BY CUBE (k, s)",
     "negative-zero-in-list": "SELECT -0.0::DOUBLE IN (0.0::DOUBLE)",
     "negative-zero-in-list-column": "SELECT x, x IN (-0.0::DOUBLE, 'nan'::DOUBLE) FROM f",
+    # -NaN has its sign bit set, and is_in hashed the bits: -(x) IN (.., NaN) was FALSE
+    # where -(x) = NaN is TRUE (fuzzer seed 9301, query 44430, a wrong result)
+    "negated-nan-in-list": "SELECT x, -(x) IN (2.0::DOUBLE, 'nan'::DOUBLE), "
+                           "x IN (-('nan'::DOUBLE)), -(x) IN (NULL, 'nan'::DOUBLE) FROM f",
     "count-distinct-null": "SELECT count(DISTINCT NULL) FROM t",
     "null-typed-aggregates": "SELECT count(DISTINCT NULL), count(NULL), min(NULL), "
                              "any_value(NULL) FROM t",

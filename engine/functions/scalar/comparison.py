@@ -223,8 +223,8 @@ def in_list_kernel(args: list[Value], call_: Call) -> Value:
         has_null = len(present) < len(constants)
         if present:
             value_set = pa.array([v.as_py() for v in present], needle.type)
-            if T.is_float(needle.type):  # is_in hashes the bits: -0.0 + 0.0 is 0.0
-                needle, value_set = pc.add(needle, 0.0), pc.add(value_set, 0.0)
+            if T.is_float(needle.type):  # is_in hashes the bits
+                needle, value_set = _canonical_float(needle), _canonical_float(value_set)
             found = pc.is_in(needle, value_set=value_set)
         else:
             found = pc.is_in(needle, value_set=pa.array([], needle.type))
@@ -240,6 +240,13 @@ def in_list_kernel(args: list[Value], call_: Call) -> Value:
             pc.equal(needle, column)
         result = hit if result is None else pc.or_kleene(result, hit)
     return result
+
+
+def _canonical_float(values: Value) -> Value:
+    """One bit pattern per value that '=' equates, for ``is_in``, which hashes the bits:
+    -0.0 + 0.0 is 0.0, and every NaN (-NaN has its sign bit set) is the one NaN."""
+    zeroed = pc.add(values, 0.0)
+    return pc.if_else(pc.is_nan(zeroed), pa.scalar(float("nan"), zeroed.type), zeroed)
 
 
 @operator("between")
