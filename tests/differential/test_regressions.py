@@ -100,6 +100,11 @@ CASES = {
     "negative-zero-in-list-column": "SELECT x, x IN (-0.0::DOUBLE, 'nan'::DOUBLE) FROM f",
     # -NaN has its sign bit set, and is_in hashed the bits: -(x) IN (.., NaN) was FALSE
     # where -(x) = NaN is TRUE (fuzzer seed 9301, query 44430, a wrong result)
+    # NULLIF compares exactly (a decimal256 past 38 digits) and casts back to its first
+    # argument's type: narrowing the decimal256 raised a raw ValueError (seed 9302, 41823)
+    "nullif-decimal-38-scales": "SELECT NULLIF(x, ceil(x)), NULLIF(x, CAST(x AS DECIMAL(38, 0))) "
+                                "FROM (SELECT CAST(x + 0.25 AS DECIMAL(38, 2)) AS x FROM f "
+                                "WHERE isfinite(x))",
     "negated-nan-in-list": "SELECT x, -(x) IN (2.0::DOUBLE, 'nan'::DOUBLE), "
                            "x IN (-('nan'::DOUBLE)), -(x) IN (NULL, 'nan'::DOUBLE) FROM f",
     "count-distinct-null": "SELECT count(DISTINCT NULL) FROM t",

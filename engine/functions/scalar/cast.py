@@ -291,8 +291,9 @@ def _to_decimal(value: Value, source: pa.DataType, to: pa.DataType, safe: bool) 
     digits = to.precision - to.scale
     if digits >= value.type.precision - value.type.scale:
         return pc.cast(value, to, safe=False)  # every value fits
-    limit = pa.scalar(Decimal(10**digits),
-                      pa.decimal128(digits + 1 + value.type.scale, value.type.scale))
+    width = digits + 1 + value.type.scale  # past 38 when a decimal256 narrows (NULLIF's)
+    limit = pa.scalar(Decimal(10**digits), (pa.decimal128 if width <= 38 else pa.decimal256)(
+        width, value.type.scale))
     bad = pc.greater_equal(pc.abs(value), limit)
     if safe:
         value = null_where(value, bad)
