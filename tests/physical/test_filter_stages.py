@@ -80,12 +80,16 @@ QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("options", [
+#: partitions 1/2/3/8 crossed with batch sizes 8192/7/3/1
+SETTINGS = [
     pytest.param({"target_partitions": 1, "batch_size": 8192}, id="p1"),
     pytest.param({"target_partitions": 2, "batch_size": 7}, id="p2-b7"),
     pytest.param({"target_partitions": 3, "batch_size": 3}, id="p3-b3"),
     pytest.param({"target_partitions": 8, "batch_size": 1}, id="p8-b1"),
-])
+]
+
+
+@pytest.mark.parametrize("options", SETTINGS)
 @pytest.mark.parametrize("sql", QUERIES)
 def test_staged_filters_match_duckdb(sql, options):
     check(sql, TABLES, **options)
@@ -118,12 +122,7 @@ def parquet_t(tmp_path_factory):
     return str(path)
 
 
-@pytest.mark.parametrize("options", [
-    pytest.param({"target_partitions": 1, "batch_size": 8192}, id="p1"),
-    pytest.param({"target_partitions": 2, "batch_size": 7}, id="p2-b7"),
-    pytest.param({"target_partitions": 3, "batch_size": 3}, id="p3-b3"),
-    pytest.param({"target_partitions": 8, "batch_size": 1}, id="p8-b1"),
-])
+@pytest.mark.parametrize("options", SETTINGS)
 @pytest.mark.parametrize("sql", QUERIES)
 def test_filters_over_parquet_with_cheap_conjuncts_in_the_scan_match_duckdb(
         every_batch, parquet_t, sql, options):

@@ -152,16 +152,25 @@ def test_the_filter_goes_into_the_preserved_side_of_a_left_join_only():
         check(query, tables, target_partitions=1, dynamic_filter_through_joins=True)
 
 
-def test_filters_go_through_joins_only_with_the_option():
+#: brand's key filter on p_brand may reach part below the lineitem join
+BRAND_SQL = ("SELECT label, l_price FROM brand JOIN "
+             "(SELECT p_brand, l_price FROM lineitem JOIN part ON l_partkey = p_partkey) x "
+             "ON x.p_brand = brand.b")
+
+
+def _brand_session(brands: list[str]):
+    """Facts and parts plus a ``brand`` table of ``brands``, in a one-partition session."""
     tables = _facts_and_parts(2000)
-    tables["brand"] = pa.table({"b": ["B7", "B9"], "label": ["seven", "nine"]})
+    tables["brand"] = pa.table({"b": brands, "label": [b.lower() for b in brands]})
     session = ps.Session(target_partitions=1)
     for name, table in tables.items():
         session.register(name, table)
-    # brand -> part (the upper join's filter on p_brand) could reach part below lineitem
-    sql = ("SELECT label, l_price FROM brand JOIN "
-           "(SELECT p_brand, l_price FROM lineitem JOIN part ON l_partkey = p_partkey) x "
-           "ON x.p_brand = brand.b")
+    return tables, session
+
+
+def test_filters_go_through_joins_only_with_the_option():
+    tables, session = _brand_session(["B7", "B9"])
+    sql = BRAND_SQL  # brand -> part (the upper join's filter on p_brand) could reach part
     counts = []
     for through in (False, True):
         text = session.sql(sql, options={"dynamic_filter_through_joins": through}).explain()
@@ -176,14 +185,8 @@ def test_auto_sends_only_a_selective_build_through_joins(brands, pushed):
     """The default, "auto": the brand join's key filter reaches part below lineitem when
     the brands it builds are few of part's 40 (it drops most rows there), not when the
     build holds every brand (a test per row that drops nothing, TPC-H Q9's case)."""
-    tables = _facts_and_parts(2000)
-    tables["brand"] = pa.table({"b": brands, "label": [b.lower() for b in brands]})
-    session = ps.Session(target_partitions=1)
-    for name, table in tables.items():
-        session.register(name, table)
-    sql = ("SELECT label, l_price FROM brand JOIN "
-           "(SELECT p_brand, l_price FROM lineitem JOIN part ON l_partkey = p_partkey) x "
-           "ON x.p_brand = brand.b")
+    tables, session = _brand_session(brands)
+    sql = BRAND_SQL
     counts = [sum(s.count(" from HashJoin") for s in _scan_lines(
         session.sql(sql, options=options).explain(), "part"))
         for options in ({}, {"dynamic_filter_through_joins": "auto"},
