@@ -10,9 +10,9 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 import pytest
-from conftest import bind_sql, evaluate_column, family, same_value
 
 from plansight.errors import PlansightError
+from tests.functions.scalar.scalar_table import bind_sql, evaluate_column, family, same_value
 
 BASICS = [
     # literals

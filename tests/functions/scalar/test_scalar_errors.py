@@ -9,7 +9,6 @@ import re
 
 import pyarrow as pa
 import pytest
-from conftest import bind_sql, evaluate_column
 
 from plansight.engine.functions.scalar import (
     cast_expr,
@@ -20,6 +19,7 @@ from plansight.engine.functions.scalar import (
 )
 from plansight.engine.logical.expr import Call, Column, Literal
 from plansight.errors import ExecutionError, NotSupportedError, PlanError
+from tests.functions.scalar.scalar_table import bind_sql, evaluate_column
 
 
 @pytest.mark.parametrize("sql, message", [
