@@ -17,8 +17,6 @@ from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
 from plansight.engine.logical.expr import Call, Cast, Column, Expr, Literal
 from plansight.engine.sql.functions import bind_scalar_node
 
-ROWS = 8
-
 TABLE = pa.table({
     "i": pa.array([1, -7, 0, None, 42, 2147483647, -3, 10], pa.int32()),
     "j": pa.array([2, 2, -5, 3, None, 1, 4, -10], pa.int64()),
