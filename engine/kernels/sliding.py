@@ -59,9 +59,9 @@ def _combine(op, a, b):
 
 
 @kernel
-def sliding_frames(values, partition_index, before, after, op, identity):
+def sliding_frames(values, partition_starts, before, after, op, identity):
     """``op`` over rows ``[i - before, i + after]`` of every row's partition (rows sorted by
-    partition: ``partition_index`` non-decreasing, dense from 0), as
+    partition: ``partition_starts`` every partition's first row, then the row count), as
     ``functions.window.sliding.sliding_reduce`` computes it."""
     n = len(values)
     out = np.empty(n, values.dtype)
@@ -69,25 +69,21 @@ def sliding_frames(values, partition_index, before, after, op, identity):
         return out
     width = before + after + 1
     pad = before + after
+    partitions = len(partition_starts) - 1
     longest = 0
-    start = 0
-    while start < n:  # the longest partition sizes the scratch buffers
-        end = start + 1
-        while end < n and partition_index[end] == partition_index[start]:
-            end += 1
-        longest = max(longest, end - start)
-        start = end
+    for p in range(partitions):  # the longest partition sizes the scratch buffers
+        longest = max(longest, partition_starts[p + 1] - partition_starts[p])
     suffix = np.empty(longest + pad, values.dtype)
     prefix = np.empty(longest + pad + 1, values.dtype)
-    start = 0
-    while start < n:
-        end = start + 1
-        while end < n and partition_index[end] == partition_index[start]:
-            end += 1
+    for p in range(partitions):
+        start = partition_starts[p]
+        end = partition_starts[p + 1]
+        if end == start:
+            continue
         rows = end - start
         # padded coordinate of the partition's first padding slot; blocks start at multiples
         # of width there, so the values below combine in the numpy form's exact order
-        origin = start + pad * np.int64(partition_index[start])
+        origin = start + pad * np.int64(p)
         span = rows + pad
         # suffix[k]: op from k up to its block's last slot (accumulated downwards); ``at``
         # is slot k's place in its block, stepped instead of divided for every slot
@@ -112,5 +108,4 @@ def sliding_frames(values, partition_index, before, after, op, identity):
             at = 0 if at == width - 1 else at + 1
         for j in range(rows):
             out[start + j] = _combine(op, suffix[j], prefix[j + width])
-        start = end
     return out

@@ -37,7 +37,6 @@ from plansight.engine.errors import NotSupportedError, PlanError
 from plansight.engine.functions.comoments import BIVARIATE
 from plansight.engine.functions.window.bivariate import BITWISE, bitwise, statistic
 from plansight.engine.functions.window.distinct import distinct_elements, distinct_sums, value_codes
-from plansight.engine.functions.window.frame_spec import rows_offset
 from plansight.engine.functions.window.frames import FrameBounds
 from plansight.engine.functions.window.materialize import expand_frames
 from plansight.engine.functions.window.navigation import frame_value
@@ -77,15 +76,14 @@ def evaluate_aggregate(func: str, args: list[pa.Array], bounds: FrameBounds, *,
     layout = bounds.layout
     keep = _filter_rows(filter_mask, layout.num_rows)
     if func == "count_star":
-        if keep is None:
+        if keep is None:  # the frames' lengths (of a fixed ROWS frame: arithmetic, no bounds)
             return pa.array(bounds.lengths(), type=pa.int64())
         return pa.array(sum_over(prefix(keep), bounds.segments), type=pa.int64())
     values = args[0]
     if func in BIVARIATE:
         return statistic(func, values, args[1], keep, bounds.segments,
                          bounds.layout if bounds.is_whole_partition else None,
-                         _fixed_width(bounds), layout.partition_starts,
-                         _max_length(bounds.segments))
+                         _fixed_width(bounds), layout.partition_starts, bounds.max_length)
     if pa.types.is_null(values.type) and func != "count":
         return pa.nulls(layout.num_rows, type=result_type)
     contributing = validity(values)
@@ -107,69 +105,82 @@ def evaluate_aggregate(func: str, args: list[pa.Array], bounds: FrameBounds, *,
         values = values.take(pa.array(elements.rows))
         contributing = np.ones(len(elements.rows), dtype=bool)
         segments: Segments = [(elements.offsets[:-1], elements.offsets[1:])]
-        return _aggregate(func, values, args[1:], contributing, segments, None, elements.offsets,
-                          result_type, what)
-    return _aggregate(func, values, args[1:], contributing, bounds.segments,
-                      layout if whole else None, runs, result_type,
+        return _aggregate(func, values, args[1:], contributing, lambda: segments,
+                          _max_length(segments), None, elements.offsets, result_type, what)
+    return _aggregate(func, values, args[1:], contributing, lambda: bounds.segments,
+                      bounds.max_length, layout if whole else None, runs, result_type,
                       f"{func}() over {bounds.spec.sql()}", _fixed_width(bounds))
 
 
 def _fixed_width(bounds: FrameBounds) -> tuple[int, int, np.ndarray] | None:
-    """(rows before, rows after, partition index) when every frame is ``[i - before,
+    """(rows before, rows after, partition starts) when every frame is ``[i - before,
     i + after]`` clipped to its partition, and padding the partitions stays cheap."""
-    spec = bounds.spec
-    if spec.unit != "rows" or spec.exclude != "no_others" or \
-            spec.start.kind not in ("preceding", "current_row") or \
-            spec.end.kind not in ("current_row", "following"):
-        return None
-    limit = bounds.layout.num_rows + 1
-    before = min(rows_offset(spec.start.offset), limit) if spec.start.kind == "preceding" else 0
-    after = min(rows_offset(spec.end.offset), limit) if spec.end.kind == "following" else 0
+    extent = bounds.fixed_extent
     layout = bounds.layout
-    if not sliding_applies(layout.num_rows, len(layout.partition_starts) - 1, before, after):
+    if extent is None or not sliding_applies(layout.num_rows, len(layout.partition_starts) - 1,
+                                             *extent):
         return None
-    return before, after, layout.partition_index
+    return extent[0], extent[1], layout.partition_starts
 
 
 def _aggregate(func: str, values: pa.Array, extra: list[pa.Array], contributing: np.ndarray,
-               segments: Segments, whole, runs: np.ndarray, result_type: pa.DataType,
-               what: str, fixed_width: tuple[int, int, np.ndarray] | None = None) -> pa.Array:
+               segments: Callable[[], Segments], max_length: int, whole, runs: np.ndarray,
+               result_type: pa.DataType, what: str,
+               fixed_width: tuple[int, int, np.ndarray] | None = None) -> pa.Array:
     """``func`` over frames given as segments of ``values`` rows.
 
-    ``whole`` is the PartitionLayout when every frame is its whole partition (else None);
-    ``runs`` are starts of row runs that never share a frame with another run (partitions);
-    ``fixed_width`` (before, after, partition index) marks frames ``[i - before, i + after]``.
+    ``segments`` returns the frames' segments (built on first call: a sliding kernel never
+    needs them); ``max_length`` is the longest frame's row count; ``whole`` is the
+    PartitionLayout when every frame is its whole partition (else None); ``runs`` are starts
+    of row runs that never share a frame with another run (partitions); ``fixed_width``
+    (before, after, partition starts) marks frames ``[i - before, i + after]``.
     """
-    count = sum_over(prefix(contributing), segments)
+    sliding = fixed_width is not None and whole is None
+    # a sliding frame holds its own row: when every row contributes, none is empty, and
+    # SUM / MIN / MAX need no count at all (NULL only for empty frames)
+    never_empty = sliding and bool(contributing.all())
+
+    def frame_count() -> np.ndarray:
+        if sliding:
+            before, after, starts = fixed_width
+            return sliding_reduce(contributing.view(np.int8), np.add, 0, starts, before,
+                                  after)
+        return sum_over(prefix(contributing), segments())
+
+    def empty() -> np.ndarray | None:
+        return None if never_empty else frame_count() == 0
+
     if func == "count":
-        return pa.array(count, type=pa.int64())
+        return pa.array(frame_count(), type=pa.int64())
     if func in ("sum", "avg"):
-        column = summable(values, contributing, func, _max_length(segments))
-        if fixed_width is not None and whole is None:
-            before, after, partition_index = fixed_width
-            sums = [sliding_reduce(c, np.add, 0, partition_index, before, after)
+        column = summable(values, contributing, func, max_length)
+        if sliding:
+            before, after, starts = fixed_width
+            sums = [sliding_reduce(c, np.add, 0, starts, before, after)
                     for c in column.channels]
         else:
-            sums = [channel_sum(channel_prefix(c), segments) for c in column.channels]
+            sums = [channel_sum(channel_prefix(c), segments()) for c in column.channels]
         if func == "sum":
-            check_int_overflow(column, _max_length(segments), sums[0], segments, func)
-            return sum_result(column, sums, count, result_type)
-        return avg_result(column, sums, count)
+            check_int_overflow(column, max_length, sums[0], segments, func)
+            return sum_result(column, sums, empty(), result_type)
+        return avg_result(column, sums, frame_count())
     if func in ("min", "max"):
-        return _extremum(func, values, contributing, segments, whole, count, fixed_width)
+        return _extremum(func, values, contributing, segments, max_length, whole, empty(),
+                         fixed_width)
+    count = frame_count()
     if func in ("bool_and", "bool_or"):
         truth = contributing & values.fill_null(False).to_numpy(zero_copy_only=False)
-        true_count = sum_over(prefix(truth), segments)
+        true_count = sum_over(prefix(truth), segments())
         result = true_count == count if func == "bool_and" else true_count > 0
         return pa.array(result, type=pa.bool_(), mask=count == 0)
     if func in VARIANCE_FUNCTIONS:
-        return _variance(func, values, contributing, segments, runs, count)
+        return _variance(func, values, contributing, segments(), runs, count)
     if func == "string_agg":
-        return _string_agg(values, extra, contributing, segments, whole, count, result_type,
+        return _string_agg(values, extra, contributing, segments(), whole, count, result_type,
                            what)
     if func in BITWISE:
-        return bitwise(func, values, contributing, count, segments, whole, fixed_width,
-                       _max_length(segments), result_type)
+        return bitwise(func, values, contributing, count, segments(), whole, fixed_width,
+                       max_length, result_type)
     raise PlanError(f"unknown window aggregate {func!r}")
 
 
@@ -179,7 +190,7 @@ def _distinct_sum_family(func: str, values: pa.Array, contributing: np.ndarray,
     if func == "count":
         count, _ = distinct_sums(bounds, codes, contributing, ())
         return pa.array(count, type=pa.int64())
-    max_frame = _max_length(bounds.segments)
+    max_frame = bounds.max_length
     column = summable(values, contributing, func, max_frame)
     channels = column.channels
     risky = column.kind == "int" and func == "sum" and \
@@ -194,28 +205,31 @@ def _distinct_sum_family(func: str, values: pa.Array, contributing: np.ndarray,
         check_wrapped(sums[0], sums[-1], func)
         sums = sums[:-1]
     if func == "sum":
-        return sum_result(column, sums, count, result_type)
+        return sum_result(column, sums, count == 0, result_type)
     return avg_result(column, sums, count)
 
 
-def _extremum(func: str, values: pa.Array, contributing: np.ndarray, segments: Segments,
-              whole, count: np.ndarray,
+def _extremum(func: str, values: pa.Array, contributing: np.ndarray,
+              segments: Callable[[], Segments], max_length: int, whole,
+              empty: np.ndarray | None,
               fixed_width: tuple[int, int, np.ndarray] | None = None) -> pa.Array:
+    """MIN / MAX of every frame; NULL where ``empty`` (None: no frame is empty)."""
     numbers, op, identity, restore = _orderable(values, func == "min", contributing)
-    filled = np.where(contributing, numbers, identity)
+    filled = numbers if contributing.all() else np.where(contributing, numbers, identity)
     if fixed_width is not None and whole is None:
-        before, after, partition_index = fixed_width
-        per_row = sliding_reduce(filled, op, identity, partition_index, before, after)
+        before, after, starts = fixed_width
+        per_row = sliding_reduce(filled, op, identity, starts, before, after)
     elif whole is not None:
         sizes = np.diff(whole.partition_starts)
         starts = whole.partition_starts[:-1][sizes > 0]
         per_row = np.repeat(op.reduceat(filled, starts), sizes[sizes > 0])
     else:
-        table = RangeExtremum(filled, op, identity, _max_length(segments))
-        per_row = table.query(*segments[0])
-        for lo, hi in segments[1:]:
+        table = RangeExtremum(filled, op, identity, max_length)
+        lo, hi = segments()[0]
+        per_row = table.query(lo, hi)
+        for lo, hi in segments()[1:]:
             per_row = op(per_row, table.query(lo, hi))
-    return restore(per_row, count == 0)
+    return restore(per_row, empty)
 
 
 def _orderable(values: pa.Array, is_min: bool, contributing: np.ndarray
@@ -229,7 +243,7 @@ def _orderable(values: pa.Array, is_min: bool, contributing: np.ndarray
         typ = values.type
     if pa.types.is_floating(typ):
         as_float = values.cast(pa.float32()) if pa.types.is_float16(typ) else values
-        numbers = as_float.fill_null(0).to_numpy()
+        numbers = (as_float.fill_null(0) if as_float.null_count else as_float).to_numpy()
         # NaN sorts above every number: MIN ignores it (fmin), MAX returns it (maximum)
         op, identity = (np.fmin, np.nan) if is_min else (np.maximum, -np.inf)
         return numbers, op, identity, lambda r, null: pa.array(r, mask=null).cast(typ)
@@ -244,7 +258,7 @@ def _orderable(values: pa.Array, is_min: bool, contributing: np.ndarray
         info = np.iinfo(numbers.dtype)
         op, identity = (np.minimum, info.max) if is_min else (np.maximum, info.min)
 
-        def restore_int(r: np.ndarray, null: np.ndarray) -> pa.Array:
+        def restore_int(r: np.ndarray, null: np.ndarray | None) -> pa.Array:
             result = pa.array(r, type=storage, mask=null)
             if pa.types.is_boolean(typ):
                 return result.cast(pa.bool_())
@@ -261,8 +275,8 @@ def _orderable(values: pa.Array, is_min: bool, contributing: np.ndarray
     rows = np.flatnonzero(contributing)
     holder[codes[rows]] = rows
 
-    def restore_ranked(r: np.ndarray, null: np.ndarray) -> pa.Array:
-        picked = holder[np.where(null, 0, r)]
+    def restore_ranked(r: np.ndarray, null: np.ndarray | None) -> pa.Array:
+        picked = holder[r if null is None else np.where(null, 0, r)]
         return values.take(pa.array(picked, mask=null))
 
     return codes, op, identity, restore_ranked

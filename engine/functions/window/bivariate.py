@@ -41,10 +41,10 @@ def frame_reduce(filled: np.ndarray, op: np.ufunc, identity, segments: Segments,
     """An associative, idempotent ``op`` over every row's frame (``identity`` if empty).
 
     ``whole``: the PartitionLayout when every frame is its partition; ``fixed_width``:
-    (before, after, partition index) for ROWS frames ``[i - before, i + after]``."""
+    (before, after, partition starts) for ROWS frames ``[i - before, i + after]``."""
     if fixed_width is not None and whole is None:
-        before, after, partition_index = fixed_width
-        return sliding_reduce(filled, op, identity, partition_index, before, after)
+        before, after, partition_starts = fixed_width
+        return sliding_reduce(filled, op, identity, partition_starts, before, after)
     if whole is not None:
         sizes = np.diff(whole.partition_starts)
         starts = whole.partition_starts[:-1][sizes > 0]

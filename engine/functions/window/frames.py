@@ -20,7 +20,8 @@ Bounds per unit, all vectorized over rows:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -30,24 +31,55 @@ from plansight.engine.functions.window.frame_spec import FrameBound, FrameSpec, 
 from plansight.engine.functions.window.peers import PartitionLayout, PeerGroups
 from plansight.engine.functions.window.range_search import range_offset_bounds
 
+_Segments = tuple[tuple[np.ndarray, np.ndarray], ...]
 
-@dataclass(frozen=True, eq=False)
+
 class FrameBounds:
     """Frame rows of every row: ``[start, end)`` and the EXCLUDE-aware ``segments``.
 
     ``segments`` is a tuple of ``(lo, hi)`` int64 array pairs, ordered and disjoint per row,
     possibly empty (``lo == hi``); their union is the frame after EXCLUDE.
+
+    The per-row arrays are computed on first use: a fixed-width ROWS frame evaluated by a
+    sliding kernel (``sliding``) needs only the spec and the partition starts, and building
+    ``start``/``end``/``segments`` for it cost more than the kernel itself.
     """
 
-    start: np.ndarray
-    end: np.ndarray
-    segments: tuple[tuple[np.ndarray, np.ndarray], ...]
-    layout: PartitionLayout
-    spec: FrameSpec
+    def __init__(self, layout: PartitionLayout, spec: FrameSpec,
+                 compute: Callable[[], tuple[np.ndarray, np.ndarray, _Segments]]):
+        self.layout, self.spec = layout, spec
+        self._compute = compute
+
+    @cached_property
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, _Segments]:
+        return self._compute()
 
     @property
+    def start(self) -> np.ndarray:
+        return self._arrays[0]
+
+    @property
+    def end(self) -> np.ndarray:
+        return self._arrays[1]
+
+    @property
+    def segments(self) -> _Segments:
+        return self._arrays[2]
+
+    @cached_property
+    def fixed_extent(self) -> tuple[int, int] | None:
+        """``(before, after)`` when every frame is rows ``[i - before, i + after]`` clipped
+        to its partition, without EXCLUDE (read off the spec: no per-row array)."""
+        return rows_extent(self.spec, self.layout.num_rows)
+
+    @cached_property
     def is_whole_partition(self) -> bool:
         """Every row's frame is its whole partition (nothing excluded)."""
+        extent = self.fixed_extent
+        if extent is not None:
+            # row p of an s-row partition sees [p - before, p + after]: all of it for every
+            # p exactly when both reach s - 1 rows
+            return self.layout.longest_partition - 1 <= min(extent)
         return (len(self.segments) == 1
                 and np.array_equal(self.start, self.layout.row_partition_start)
                 and np.array_equal(self.end, self.layout.row_partition_end))
@@ -58,12 +90,56 @@ class FrameBounds:
         return (len(self.segments) == 1
                 and np.array_equal(self.start, self.layout.row_partition_start))
 
+    @cached_property
+    def max_length(self) -> int:
+        """Rows of the longest frame (after EXCLUDE)."""
+        extent = self.fixed_extent
+        if extent is not None:  # a frame is the partition, capped at the frame's width
+            return min(self.layout.longest_partition, extent[0] + extent[1] + 1)
+        longest = 0
+        for lo, hi in self.segments:
+            if len(lo):
+                longest = max(longest, int((hi - lo).max()))
+        return longest
+
     def lengths(self) -> np.ndarray:
         """Number of frame rows of every row (after EXCLUDE)."""
+        extent = self.fixed_extent
+        if extent is not None:  # the rows before and after the current one, clipped
+            layout = self.layout
+            rows = layout.row_index
+            before = np.minimum(rows - layout.row_partition_start, extent[0])
+            after = np.minimum(layout.row_partition_end - 1 - rows, extent[1])
+            return before + after + 1
         total = np.zeros(self.layout.num_rows, dtype=np.int64)
         for lo, hi in self.segments:
             total += hi - lo
         return total
+
+
+_UNBOUNDED = 2**62  # an unbounded side of a ROWS frame reaches past every partition
+
+
+def rows_extent(spec: FrameSpec, num_rows: int) -> tuple[int, int] | None:
+    """``(before, after)`` rows around the current one when ``spec`` is a ROWS frame from
+    PRECEDING/CURRENT ROW to CURRENT ROW/FOLLOWING (either side may be unbounded: a huge
+    count) without EXCLUDE; None for any other frame.
+
+    Example:
+        >>> rows_extent(FrameSpec("rows", FrameBound("preceding", 100),
+        ...                       FrameBound("current_row")), 1000)
+        (100, 0)
+    """
+    if spec.unit != "rows" or spec.exclude != "no_others" or \
+            spec.start.kind not in ("unbounded_preceding", "preceding", "current_row") or \
+            spec.end.kind not in ("current_row", "following", "unbounded_following"):
+        return None
+
+    def rows(bound: FrameBound) -> int:
+        if bound.kind.startswith("unbounded"):
+            return _UNBOUNDED
+        return 0 if bound.kind == "current_row" else _clipped_offset(bound, num_rows)
+    return rows(spec.start), rows(spec.end)
 
 
 def frame_needs_peers(frame: FrameSpec) -> bool:
@@ -94,18 +170,21 @@ def frame_bounds(frame: FrameSpec, layout: PartitionLayout, peers: PeerGroups | 
     if frame.unit == "range" and frame.has_offset and len(order_keys) != 1:
         raise PlanError("RANGE frames with an offset PRECEDING/FOLLOWING must have exactly one "
                         f"ORDER BY expression, got {len(order_keys)} ({frame.sql()})")
-    pstart, pend = layout.row_partition_start, layout.row_partition_end
-    if frame.unit == "range" and frame.has_offset:
-        start, end = range_offset_bounds(frame, layout, peers, order_keys[0], descending[0],
-                                         nulls_first[0])
-    else:
-        bound = _rows_bound if frame.unit == "rows" else _groups_bound
-        start = bound(frame.start, True, layout, peers)
-        end = bound(frame.end, False, layout, peers)
-    start = np.clip(start, pstart, pend)
-    end = np.maximum(np.clip(end, pstart, pend), start)
-    return FrameBounds(start, end, _segments(frame.exclude, start, end, layout, peers),
-                       layout, frame)
+
+    def compute() -> tuple[np.ndarray, np.ndarray, _Segments]:
+        pstart, pend = layout.row_partition_start, layout.row_partition_end
+        if frame.unit == "range" and frame.has_offset:
+            start, end = range_offset_bounds(frame, layout, peers, order_keys[0],
+                                             descending[0], nulls_first[0])
+        else:
+            bound = _rows_bound if frame.unit == "rows" else _groups_bound
+            start = bound(frame.start, True, layout, peers)
+            end = bound(frame.end, False, layout, peers)
+        start = np.clip(start, pstart, pend)
+        end = np.maximum(np.clip(end, pstart, pend), start)
+        return start, end, _segments(frame.exclude, start, end, layout, peers)
+
+    return FrameBounds(layout, frame, compute)
 
 
 def _rows_bound(bound: FrameBound, is_start: bool, layout: PartitionLayout,

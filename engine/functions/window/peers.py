@@ -20,6 +20,7 @@ by one row, a cumulative sum, and gathers. No Python loop over rows or partition
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +33,10 @@ from plansight.engine.errors import NotSupportedError, PlanError
 class PartitionLayout:
     """Per-row partition bounds of ``num_rows`` sorted rows.
 
+    The per-row arrays are built on first use: a kernel that walks the partitions itself
+    (a moving SUM/MIN over a fixed ROWS frame, ROW_NUMBER) reads only ``partition_starts``,
+    and three gathers of n int64 each were an eighth of such a query.
+
     Attributes:
         num_rows: total number of rows.
         partition_starts: int64, first row of each partition plus ``num_rows`` as last element.
@@ -42,14 +47,29 @@ class PartitionLayout:
 
     num_rows: int
     partition_starts: np.ndarray
-    partition_index: np.ndarray
-    row_partition_start: np.ndarray
-    row_partition_end: np.ndarray
 
-    @property
+    @cached_property
+    def partition_index(self) -> np.ndarray:
+        sizes = np.diff(self.partition_starts)
+        return np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+
+    @cached_property
+    def row_partition_start(self) -> np.ndarray:
+        return self.partition_starts[:-1][self.partition_index]
+
+    @cached_property
+    def row_partition_end(self) -> np.ndarray:
+        return self.partition_starts[1:][self.partition_index]
+
+    @cached_property
     def row_index(self) -> np.ndarray:
         """0..num_rows-1 as int64."""
         return np.arange(self.num_rows, dtype=np.int64)
+
+    @cached_property
+    def longest_partition(self) -> int:
+        """Rows of the largest partition (0 without rows)."""
+        return int(np.diff(self.partition_starts).max()) if self.num_rows else 0
 
 
 def partition_layout(partition_starts: np.ndarray) -> PartitionLayout:
@@ -69,16 +89,7 @@ def partition_layout(partition_starts: np.ndarray) -> PartitionLayout:
     starts = starts.astype(np.int64, copy=False)
     if starts[0] != 0 or np.any(np.diff(starts) < 0):
         raise PlanError("partition_starts must start at 0 and be non-decreasing")
-    num_rows = int(starts[-1])
-    sizes = np.diff(starts)
-    partition_index = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-    return PartitionLayout(
-        num_rows=num_rows,
-        partition_starts=starts,
-        partition_index=partition_index,
-        row_partition_start=starts[:-1][partition_index],
-        row_partition_end=starts[1:][partition_index],
-    )
+    return PartitionLayout(num_rows=int(starts[-1]), partition_starts=starts)
 
 
 @dataclass(frozen=True, eq=False)

@@ -41,16 +41,17 @@ def sliding_applies(num_rows: int, num_partitions: int, before: int, after: int)
 
 
 def sliding_reduce(values: np.ndarray, op: np.ufunc, identity: object,
-                     partition_index: np.ndarray, before: int, after: int) -> np.ndarray:
+                   partition_starts: np.ndarray, before: int, after: int) -> np.ndarray:
     """``op`` (an associative ufunc: minimum, fmin, maximum, add) over rows
     ``[i - before, i + after]`` of every row's partition.
 
     ``values`` holds the identity where a row does not contribute; rows are sorted by
-    partition (``partition_index`` non-decreasing, 0-based and dense).
+    partition: ``partition_starts`` (int64) is every partition's first row, then the row
+    count (empty partitions allowed; each still counts in the blocks' alignment).
 
     Example:
         >>> v = np.array([5, 3, 8, 1, 9, 2])
-        >>> part = np.array([0, 0, 0, 0, 1, 1])
+        >>> part = np.array([0, 4, 6])
         >>> sliding_reduce(v, np.minimum, 99, part, 1, 0).tolist()
         [5, 3, 3, 1, 9, 2]
         >>> sliding_reduce(v, np.add, 0, part, 1, 1).tolist()
@@ -62,17 +63,20 @@ def sliding_reduce(values: np.ndarray, op: np.ufunc, identity: object,
             # numpy's add.accumulate widens small integers to 64 bits: so do we
             values = values.astype(np.int64 if values.dtype.kind == "i" else np.uint64)
         # the same blocks in one compiled pass per partition (kernels/sliding.py)
-        return sliding_frames(np.ascontiguousarray(values), partition_index, before, after,
+        return sliding_frames(np.ascontiguousarray(values),
+                              np.asarray(partition_starts, dtype=np.int64), before, after,
                               code, values.dtype.type(identity))
-    return padded_reduce(values, op, identity, partition_index, before, after)
+    return padded_reduce(values, op, identity, partition_starts, before, after)
 
 
 def padded_reduce(values: np.ndarray, op: np.ufunc, identity: object,
-                  partition_index: np.ndarray, before: int, after: int) -> np.ndarray:
+                  partition_starts: np.ndarray, before: int, after: int) -> np.ndarray:
     """``sliding_reduce`` in numpy (any ufunc, any dtype): the padded array in blocks."""
     n = len(values)
     if n == 0:
         return values.copy()
+    sizes = np.diff(partition_starts)
+    partition_index = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
     width = before + after + 1
     partitions = int(partition_index[-1]) + 1
     # one spare block: a window ending in the last block still has a block after it

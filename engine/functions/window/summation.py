@@ -16,6 +16,7 @@ and the per-frame channel sums plus the frame's non-NULL count become the SQL re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,8 +96,10 @@ def summable(values: pa.Array, contributing: np.ndarray, func: str,
         return _split(Summable("int", (ints,), 0, max(max_abs, _max_abs(ints))), func,
                       max_frame)
     if pa.types.is_floating(typ):
-        floats = values.cast(pa.float64()).fill_null(0.0).to_numpy()
-        floats = np.where(contributing, floats, 0.0)
+        floats = values.cast(pa.float64())
+        floats = (floats.fill_null(0.0) if floats.null_count else floats).to_numpy()
+        if not contributing.all():
+            floats = np.where(contributing, floats, 0.0)
         finite = np.isfinite(floats)
         if finite.all():
             return Summable("float", (floats,))
@@ -123,18 +126,20 @@ def channel_sum(prefix_sums: np.ndarray | CompensatedPrefix, segments: Segments)
 
 
 def check_int_overflow(column: Summable, max_frame: int, sums: np.ndarray,
-                       segments: Segments, func: str) -> None:
+                       segments: Callable[[], Segments], func: str) -> None:
     """Raise if a frame's integer SUM (a BIGINT) is beyond int64: its wrapped int64 sum,
     exact modulo 2**64, is 2**64 or more away from the true one, which a double shadow sum
     (within far less than 2**62 of it) tells. Totals that fit are exact, whatever their
-    running sums did. Split (decimal) channels are exact and never checked here."""
+    running sums did. Split (decimal) channels are exact and never checked here.
+    ``segments`` gives the frames only when a check is needed (they may cost more than the
+    sums)."""
     if column.kind == "float" or column.split or \
             column.max_abs * max(max_frame, 1) < _INT64_LIMIT:
         return
     if column.max_abs > _INT64_LIMIT:  # UBIGINT values beyond BIGINT: the channel wrapped
         raise NotSupportedError(f"{func}() of UBIGINT values beyond the BIGINT range is not "
                                 "supported")
-    approx = channel_sum(CompensatedPrefix(column.channels[0].astype(np.float64)), segments)
+    approx = channel_sum(CompensatedPrefix(column.channels[0].astype(np.float64)), segments())
     check_wrapped(sums, approx, func)
 
 
@@ -146,10 +151,13 @@ def check_wrapped(sums: np.ndarray, approx: np.ndarray, func: str) -> None:
             raise bigint_sum_overflow(f"{func}() OVER (...)")
 
 
-def sum_result(column: Summable, sums: list[np.ndarray], count: np.ndarray,
+def sum_result(column: Summable, sums: list[np.ndarray], empty: np.ndarray | None,
                result_type: pa.DataType) -> pa.Array:
-    """SUM from channel sums: NULL where nothing contributed."""
-    empty = count == 0
+    """SUM from channel sums: NULL where nothing contributed (``empty``; None when no frame
+    is empty)."""
+    if empty is None:
+        empty = np.zeros(len(sums[0]), dtype=bool) if column.split or \
+            column.kind == "decimal" else None
     if column.split:
         return _joined_decimal(sums[0], sums[1], empty, result_type)
     if column.kind == "decimal":

@@ -148,6 +148,45 @@ def test_empty_partitions_in_starts() -> None:
     assert got.to_pylist() == [1, 2, 3, 3, 5]
 
 
+@pytest.mark.parametrize("spec", [
+    FrameSpec("rows", P(2), CR), FrameSpec("rows", CR, F(3)), FrameSpec("rows", P(1), F(1)),
+    FrameSpec("rows", UP, F(2)), FrameSpec("rows", P(4), UF), FrameSpec("rows", UP, UF),
+    FrameSpec("rows", CR, CR), FrameSpec("rows", P(2**62), CR)])
+@pytest.mark.parametrize("sizes", [[0], [1], [3, 0, 1], [2, 2, 2], [0, 7, 1, 0, 4], [5]])
+def test_fixed_rows_frames_answer_from_the_spec_as_the_row_arrays_do(spec, sizes) -> None:
+    """A fixed ROWS frame's whole-partition test, longest frame and lengths come from the
+    spec and the partition sizes (no per-row bounds): they equal the row arrays' answers."""
+    starts = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    fast = frame_bounds(spec, partition_layout(starts), None, [], [], [])
+    rows = frame_bounds(spec, partition_layout(starts), None, [], [], [])
+    start, end = rows.start, rows.end  # materialized first: the slow answers
+    assert fast.fixed_extent is not None
+    assert fast.is_whole_partition == (np.array_equal(start, rows.layout.row_partition_start)
+                                       and np.array_equal(end, rows.layout.row_partition_end))
+    assert fast.max_length == (int((end - start).max()) if len(start) else 0)
+    assert fast.lengths().tolist() == (end - start).tolist()
+
+
+def test_sliding_frames_count_and_null_where_nothing_contributes() -> None:
+    """The sliding kernels skip the frame bounds: their counts (a sliding sum of the
+    contributing flags) still make empty frames NULL and COUNT/AVG/STDDEV exact."""
+    starts = np.array([0, 4, 4, 7])
+    values = pa.array([None, None, 2.0, 4.0, None, 1.0, None])
+    spec = FrameSpec("rows", P(1), CR)
+
+    def run(func, filter_mask=None):
+        return evaluate_window(func, [values], partition_starts=starts, order_keys=[],
+                               descending=[], nulls_first=[], frame=spec,
+                               filter_mask=filter_mask).to_pylist()
+    assert run("sum") == [None, None, 2.0, 6.0, None, 1.0, 1.0]
+    assert run("min") == [None, None, 2.0, 2.0, None, 1.0, 1.0]
+    assert run("count") == [0, 0, 1, 2, 0, 1, 1]
+    assert run("avg") == [None, None, 2.0, 3.0, None, 1.0, 1.0]
+    assert run("stddev_samp")[:4] == [None, None, None, pytest.approx(2 ** 0.5)]
+    keep = pa.array([True, True, False, True, True, True, True])
+    assert run("sum", keep) == [None, None, None, 4.0, None, 1.0, 1.0]
+
+
 @pytest.mark.parametrize("func,args", [
     ("row_number", []), ("rank", []), ("ntile", [pa.array([], pa.int64())]),
     ("lag", [pa.array([], pa.string())]), ("sum", [pa.array([], pa.float64())]),
