@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from plansight.engine.functions.window.permutation import sort_permutation_unique
+from plansight.engine.functions.window.permutation import sort_permutation_unique, sort_ranks
 from tests.differential.harness import check
 
 
@@ -81,3 +81,51 @@ def test_direct_placement_reports_distinct_keys_and_ties_report_unknown():
     wide = np.array([0, 10**9, 5, 7])  # too sparse to place: radix sort, "not known"
     perm, unique = sort_permutation_unique([(codes, 2), (wide, 10**9 + 1)])
     assert perm.tolist() == [3, 1, 0, 2] and not unique
+
+
+@pytest.mark.parametrize("keys", [1, 2, 3])
+@pytest.mark.parametrize("tie", [False, True])
+def test_placement_sorts_like_a_stable_lexsort(keys, tie):
+    """The compiled placement (one key, two, or the first ones combined) gives numpy's
+    stable lexicographic order, with uint64 ranks as the window's sort_ranks makes them."""
+    rng = np.random.default_rng(keys * 2 + tie)
+    n = 5_000
+    # a key space of at most 4n: rows are placed (keys > 1: the first keys combined)
+    cardinalities = {1: [n + 17], 2: [60, 150], 3: [20, 50, 7]}[keys]
+    space = int(np.prod(cardinalities))
+    # distinct tuples: a sample of the key space without replacement, unpacked digit by digit
+    flat = rng.choice(space, size=n, replace=tie)
+    if tie:
+        flat[rng.integers(0, n, 50)] = flat[0]
+    columns = []
+    for cardinality in reversed(cardinalities):
+        columns.append(flat % cardinality)
+        flat = flat // cardinality
+    columns.reverse()
+    pairs = [(c.astype(np.uint64) if i else c.astype(np.int64), k)
+             for i, (c, k) in enumerate(zip(columns, cardinalities))]
+    perm, unique = sort_permutation_unique(pairs)
+    assert perm.tolist() == np.lexsort(columns[::-1]).tolist()
+    assert unique == (not tie)
+
+
+@pytest.mark.parametrize("typ", [pa.int64(), pa.int32(), pa.uint64(), pa.date32(),
+                                 pa.bool_()])
+@pytest.mark.parametrize("descending", [False, True])
+def test_ranks_of_a_chunked_column_equal_those_of_the_combined_one(typ, descending):
+    """A chunked integer column is ranked chunk by chunk into one array (no combined copy):
+    the same ranks and bits as the one-chunk column, NULL-free or with NULLs."""
+    rng = np.random.default_rng(5)
+    numbers = rng.integers(0, 2 if typ == pa.bool_() else 1000, 300)
+    for nulls in (False, True):
+        mask = (rng.random(300) < 0.1) if nulls else None
+        if typ == pa.bool_():
+            flat = pa.array(numbers.astype(bool), mask=mask)
+        else:  # dates through their int32 days
+            flat = pa.array(numbers, mask=mask).cast(typ if pa.types.is_integer(typ) else
+                                                     pa.int32()).view(typ)
+        chunked = pa.chunked_array([flat.slice(0, 7), flat.slice(7, 0), flat.slice(7)])
+        want, want_bits = sort_ranks(flat, descending)
+        got, bits = sort_ranks(chunked, descending)
+        assert got.tolist() == want.tolist() and bits == want_bits
+    assert sort_ranks(pa.chunked_array([], typ))[0].tolist() == []

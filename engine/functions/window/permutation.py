@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from plansight.engine.errors import NotSupportedError
 from plansight.engine.exec.concurrent import pieces_for, run_concurrently
+from plansight.engine.kernels.placement import place_distinct
 
 _SIGN = np.uint64(1 << 63)
 _DIGIT_BITS = 16
@@ -44,13 +45,19 @@ def _bits(largest: int) -> int:
     return max(1, int(largest).bit_length())
 
 
+def _integer_like(typ: pa.DataType) -> bool:
+    """Whether ``_integer_view`` takes values of type ``typ``."""
+    return pa.types.is_boolean(typ) or pa.types.is_integer(typ) or pa.types.is_date(typ) or \
+        pa.types.is_timestamp(typ) or pa.types.is_time(typ) or pa.types.is_duration(typ)
+
+
 def _integer_view(values: pa.Array) -> np.ndarray | None:
     """int64 / uint64 numbers ordered like ``values`` (NULL slots hold garbage), or None."""
     typ = values.type
     if pa.types.is_boolean(typ):
         return values.cast(pa.uint8()).fill_null(0).to_numpy().astype(np.int64)
     if pa.types.is_integer(typ):
-        numbers = values.fill_null(0).to_numpy()
+        numbers = (values.fill_null(0) if values.null_count else values).to_numpy()
         return numbers if numbers.dtype == np.uint64 else numbers.astype(np.int64, copy=False)
     if (pa.types.is_date(typ) or pa.types.is_timestamp(typ) or pa.types.is_time(typ)
             or pa.types.is_duration(typ)):
@@ -70,11 +77,12 @@ def _float_keys(values: pa.Array) -> np.ndarray:
     return np.where(negative, ~bits, bits | _SIGN)
 
 
-def _unsigned(numbers: np.ndarray) -> np.ndarray:
-    """Order-preserving uint64 of int64 or uint64 numbers."""
+def _unsigned_into(numbers: np.ndarray, out: np.ndarray) -> None:
+    """Order-preserving uint64 of int64 or uint64 numbers, written into ``out``."""
     if numbers.dtype == np.uint64:
-        return numbers
-    return numbers.view(np.uint64) ^ _SIGN
+        out[:] = numbers
+    else:
+        np.bitwise_xor(numbers.view(np.uint64), _SIGN, out=out)
 
 
 def sort_ranks(values: pa.Array | pa.ChunkedArray, descending: bool = False,
@@ -89,6 +97,15 @@ def sort_ranks(values: pa.Array | pa.ChunkedArray, descending: bool = False,
         >>> ranks.tolist(), bits
         ([0, 8, 7, 0], 4)
     """
+    if isinstance(values, pa.ChunkedArray) and values.null_count == 0 and \
+            _integer_like(values.type):
+        # chunk by chunk into one array: no combined copy of the column first
+        keys = np.empty(len(values), dtype=np.uint64)
+        at = 0
+        for chunk in values.chunks:
+            _unsigned_into(_integer_view(chunk), keys[at:at + len(chunk)])
+            at += len(chunk)
+        return _ranks_of(keys, None, descending, nulls_first)
     values = _flat(values)
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
@@ -100,11 +117,19 @@ def sort_ranks(values: pa.Array | pa.ChunkedArray, descending: bool = False,
         return np.zeros(n, dtype=np.uint64), 1
     numbers = _integer_view(values)
     if numbers is not None:
-        keys = _unsigned(numbers)
+        keys = np.empty(n, dtype=np.uint64)
+        _unsigned_into(numbers, keys)
     elif pa.types.is_floating(values.type):
         keys = _float_keys(values)
     else:
         keys = _dictionary_ranks(values)
+    return _ranks_of(keys, valid, descending, nulls_first)
+
+
+def _ranks_of(keys: np.ndarray, valid: np.ndarray | None, descending: bool,
+              nulls_first: bool) -> tuple[np.ndarray, int]:
+    """``sort_ranks`` from order-preserving uint64 ``keys`` (a fresh array, overwritten)."""
+    n = len(keys)
     if valid is not None:
         if valid.any():
             low, high = keys[valid].min(), keys[valid].max()
@@ -117,9 +142,9 @@ def sort_ranks(values: pa.Array | pa.ChunkedArray, descending: bool = False,
         dense = np.unique(keys[valid], return_inverse=True)[1].astype(np.uint64)
         keys = _scatter(dense.ravel(), valid)
         low, top = np.uint64(0), np.uint64(dense.max())
-    ranks = keys - low  # wraps only in NULL slots, which are overwritten
+    ranks = np.subtract(keys, low, out=keys)  # wraps only in NULL slots, overwritten below
     if descending:
-        ranks = top - ranks
+        ranks = np.subtract(top, ranks, out=ranks)
     if valid is not None:
         if nulls_first:
             ranks = np.where(valid, ranks + np.uint64(1), np.uint64(0))
@@ -345,17 +370,28 @@ def sort_permutation_unique(keys: list[tuple[np.ndarray, int]]) -> tuple[np.ndar
     for _, cardinality in keys:
         space *= max(int(cardinality), 1)
     if keys and space <= 4 * n + 1024:
-        combined = np.asarray(keys[0][0]).astype(np.int64)
-        for values, cardinality in keys[1:]:
-            combined = combined * int(cardinality) + np.asarray(values).astype(np.int64)
-        slots = np.full(space, -1, dtype=np.int64)
-        slots[combined] = np.arange(n, dtype=np.int64)
-        permutation = slots[slots >= 0]
-        if len(permutation) == n:
+        # all keys but the last combine into one major key; the kernel adds the last
+        major = _signed(keys[0][0])
+        for values, cardinality in keys[1:-1]:
+            major = major * int(cardinality) + _signed(values)
+        minor, cardinality = (_signed(keys[-1][0]), int(keys[-1][1])) if len(keys) > 1 \
+            else (major, 0)
+        slots = np.full(space, -1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+        permutation, placed = place_distinct(major, minor, cardinality, slots)
+        if placed:
             return permutation, True
+        combined = major * cardinality + minor if cardinality else major
         return radix_argsort([(combined, _bits(space - 1))]), False
     return radix_argsort([(values, _bits(max(int(cardinality) - 1, 0)))
                           for values, cardinality in keys]), False
+
+
+def _signed(values: np.ndarray) -> np.ndarray:
+    """Small non-negative keys as int64 (uint64 ranks are viewed, not copied)."""
+    values = np.asarray(values)
+    if values.dtype == np.uint64:
+        return values.view(np.int64)
+    return values.astype(np.int64, copy=False)
 
 
 def run_starts(sorted_codes: np.ndarray) -> np.ndarray:

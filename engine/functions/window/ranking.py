@@ -35,10 +35,11 @@ def ranking(func: str, args: list[pa.Array], layout: PartitionLayout,
         >>> ranking("rank", [], layout, peers).to_pylist()
         [1, 2, 2, 4]
     """
+    if func == "row_number":
+        return pa.array(_row_numbers(layout.partition_starts, layout.num_rows),
+                        type=pa.int64())
     rows = layout.row_index
     pstart, pend = layout.row_partition_start, layout.row_partition_end
-    if func == "row_number":
-        return pa.array(rows - pstart + 1, type=pa.int64())
     if func == "ntile":
         return _ntile(args[0], rows - pstart, pend - pstart)
     assert peers is not None
@@ -53,6 +54,21 @@ def ranking(func: str, args: list[pa.Array], layout: PartitionLayout,
     if func == "cume_dist":
         return pa.array((peers.peer_end - pstart) / size, type=pa.float64())
     raise PlanError(f"unknown ranking function {func!r}")
+
+
+def _row_numbers(starts: np.ndarray, num_rows: int) -> np.ndarray:
+    """1, 2, ... within every partition: a running sum of ones that drops back at each
+    partition start (two passes; row index minus partition start took five arrays).
+
+    Example:
+        >>> _row_numbers(np.array([0, 3, 3, 5]), 5).tolist()
+        [1, 2, 3, 1, 2]
+    """
+    steps = np.ones(num_rows, dtype=np.int64)
+    sizes = np.diff(starts)
+    firsts, sizes = starts[:-1][sizes > 0], sizes[sizes > 0]
+    steps[firsts[1:]] = 1 - sizes[:-1]
+    return np.cumsum(steps, out=steps)
 
 
 def _ntile(buckets_arg: pa.Array, position: np.ndarray, size: np.ndarray) -> pa.Array:

@@ -466,7 +466,8 @@ class _State:
         expression whose evaluated array has no NULLs)."""
         if isinstance(expr, Literal):
             return expr.value is not None
-        return self.column(expr).null_count == 0
+        # a stored column answers from its chunks' counts: nothing evaluated or combined
+        return self.raw(expr).null_count == 0
 
     def tie_free(self, order_by: list[SortKey], perm: _Permutation) -> bool:
         """Whether no two rows of a partition have equal ``order_by`` keys, read from the
