@@ -100,3 +100,21 @@ def test_empty_input_and_other_ufuncs():
     bits = np.array([6, 3, 5], dtype=np.int64)
     got = sliding_reduce(bits, np.bitwise_or, 0, _layout([3])[1], 1, 0)
     assert got.tolist() == [6, 7, 7]
+
+
+def test_partitions_longer_than_a_segment_round_exactly_as_the_padded_blocks_did():
+    """Partitions of more padded slots than one pass of the kernel holds (_SEGMENT_SLOTS):
+    segments end on block boundaries, so every bit still equals the numpy form."""
+    from plansight.engine.kernels.sliding import _SEGMENT_SLOTS
+
+    rng = np.random.default_rng(12)
+    sizes = [3 * _SEGMENT_SLOTS + 17, 5, 0, _SEGMENT_SLOTS - 1, 2 * _SEGMENT_SLOTS]
+    _, starts = _layout(sizes)
+    n = int(starts[-1])
+    values = rng.normal(size=n) * 10.0 ** rng.integers(-8, 16, n)
+    values[rng.random(n) < 0.01] = np.nan
+    for before, after in [(100, 0), (0, 3), (7, 5), (0, 0), (10_000, 0), (_SEGMENT_SLOTS, 2)]:
+        for op, identity in _FLOAT_OPS:
+            got = sliding_reduce(values, op, identity, starts, before, after)
+            expected = padded_reduce(values, op, identity, starts, before, after)
+            assert got.view(np.uint64).tolist() == expected.view(np.uint64).tolist()

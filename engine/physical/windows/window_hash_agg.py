@@ -302,8 +302,7 @@ class HashWindowAggExec(ExecutionPlan):
         # window partitions are independent: groups of them evaluate on their own threads
         groups = split_runs(perm.starts, pieces_for(state.table.num_rows, state.workers))
         pieces = run_concurrently([lambda g=g: evaluate(*g) for g in groups])
-        values = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
-        return perm.scatter(values)
+        return perm.scatter(pieces)
 
     def _sorting_fallback(self, partition, ctx, held: list[pa.RecordBatch],
                           rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -369,11 +368,12 @@ class _Permutation:
     def take(self, values: pa.Array) -> pa.Array:
         return values.take(self._indices)
 
-    def scatter(self, values: pa.Array) -> pa.Array:
-        """``values`` (in permuted order) back in input order."""
-        scattered = _scatter_primitive(values, self.perm)
+    def scatter(self, pieces: list[pa.Array]) -> pa.Array:
+        """``pieces`` (the permuted order's rows, in consecutive runs) back in input order."""
+        scattered = _scatter_primitive(pieces, self.perm)
         if scattered is not None:
             return scattered
+        values = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
         if self._inverse is None:
             inverse = np.empty(len(self.perm), dtype=np.int64)
             inverse[self.perm] = np.arange(len(self.perm), dtype=np.int64)
@@ -407,21 +407,30 @@ def _needs_order_keys(window: WindowCall) -> bool:
     return frame is None or frame.unit != "rows" or frame.exclude in ("group", "ties")
 
 
-def _scatter_primitive(values: pa.Array, perm: np.ndarray) -> pa.Array | None:
-    """``result[perm] = values`` in numpy for fixed-width numbers; None for other types."""
-    typ = values.type
+def _scatter_primitive(pieces: list[pa.Array], perm: np.ndarray) -> pa.Array | None:
+    """``result[perm] = concatenated pieces`` in numpy for fixed-width numbers, each piece
+    written straight to its rows (no concatenated copy first); None for other types."""
+    typ = pieces[0].type
     if not (pa.types.is_integer(typ) or pa.types.is_floating(typ)) or \
-            pa.types.is_float16(typ) or len(values) != len(perm):
+            pa.types.is_float16(typ) or sum(len(p) for p in pieces) != len(perm) or \
+            any(p.type != typ for p in pieces):
         return None
-    data = np.frombuffer(values.buffers()[1], dtype=typ.to_pandas_dtype(),
-                         count=len(values), offset=values.offset * typ.bit_width // 8)
-    result = np.empty_like(data)
-    result[perm] = data
-    if values.null_count == 0:
-        return pa.array(result, type=typ)
-    valid = np.empty(len(perm), dtype=bool)
-    valid[perm] = values.is_valid().to_numpy(zero_copy_only=False)
-    return pa.array(result, type=typ, mask=~valid)
+    dtype = typ.to_pandas_dtype()
+    result = np.empty(len(perm), dtype=dtype)
+    valid = None
+    at = 0
+    for piece in pieces:
+        if len(piece) == 0:
+            continue
+        rows = perm[at:at + len(piece)]
+        result[rows] = np.frombuffer(piece.buffers()[1], dtype=dtype, count=len(piece),
+                                     offset=piece.offset * typ.bit_width // 8)
+        if piece.null_count:
+            if valid is None:
+                valid = np.ones(len(perm), dtype=bool)
+            valid[rows] = piece.is_valid().to_numpy(zero_copy_only=False)
+        at += len(piece)
+    return pa.array(result, type=typ, mask=None if valid is None else ~valid)
 
 
 class _State:
