@@ -79,7 +79,8 @@ def sliding_frames(values, partition_starts, before, after, op, identity):
         return out
     width = before + after + 1
     pad = before + after
-    blocks = max(1, _SEGMENT_SLOTS // width)
+    # at least a few blocks: each segment recomputes the prefixes of the block after it
+    blocks = max(4, _SEGMENT_SLOTS // width)
     suffix = np.empty(blocks * width + width, values.dtype)
     prefix = np.empty(blocks * width + 2 * width + 1, values.dtype)
     for p in range(len(partition_starts) - 1):
