@@ -8,6 +8,7 @@ from plansight.engine.errors import PlansightError
 from plansight.engine.functions.scalar import evaluate_call, evaluate_cast
 from plansight.engine.logical.expr import Call, Cast, Expr, Literal, is_volatile, transform
 from plansight.engine.logical.plan import (
+    Aggregate,
     Filter,
     Join,
     Limit,
@@ -115,10 +116,15 @@ def _is_empty(node: LogicalPlan) -> bool:
 
 
 def _empty_from_inputs(node: LogicalPlan) -> bool:
-    """Whether ``node`` has no rows because an input it needs rows from has none. Aggregates
-    are left alone: a global one (or GROUPING SETS with ()) makes a row from nothing."""
+    """Whether ``node`` has no rows because an input it needs rows from has none. A global
+    aggregate (or GROUPING SETS' ()) makes a row from nothing; a DISTINCT (an Aggregate of
+    keys alone) makes none, so an EXCEPT whose left operand folds to nothing is empty and
+    its right operand never runs, as DuckDB prunes it (seed 9301, query 44903: a SUM past
+    BIGINT on the right raised in plansight only)."""
     if isinstance(node, (Filter, Projection, Sort, Limit, Window)):
         return _is_empty(node.input)
+    if isinstance(node, Aggregate):
+        return bool(node.group_exprs) and not node.aggregates and _is_empty(node.input)
     if isinstance(node, Join):
         left, right = _is_empty(node.left), _is_empty(node.right)
         needs = {"inner": left or right, "cross": left or right, "semi": left or right,
