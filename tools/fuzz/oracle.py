@@ -359,7 +359,12 @@ def raising_probes(sql: str) -> list[str]:
       that correlates with no inner row;
     - in a SELECT list: the rows of its own FROM and WHERE (``SELECT j + j FROM ... WHERE
       ...``): a derived table's values may be computed though a join above it with an empty
-      input makes them unneeded (DuckDB skips such a probe side).
+      input makes them unneeded (DuckDB skips such a probe side);
+    - in an aggregate's FILTER (WHERE condition), in the SELECT list or HAVING: as in a
+      SELECT list, or as an IN's x above. A FILTER guards its aggregate's argument, not its
+      own condition, which both engines evaluate on every row the aggregate reads: plansight
+      computed x of a FILTER's ``x IN (subquery correlated by a non-equality)`` though no row
+      correlates, where DuckDB's empty subquery skipped it (seed 9302, query 33889).
     """
     tree = sqlglot.parse_one(sql, read="duckdb")
     aliases = {t.alias: t.name for t in tree.find_all(exp.Table) if t.alias}
@@ -367,8 +372,12 @@ def raising_probes(sql: str) -> list[str]:
     for node in tree.find_all(*_RAISING):
         if isinstance(node, exp.TryCast) or any(True for _ in node.find_all(*_OPAQUE)):
             continue
-        child, parent, needle = node, node.parent, False
-        while parent is not None and not isinstance(parent, (exp.Select, *_LAZY)):
+        child, parent, needle, condition = node, node.parent, False, False
+        while parent is not None and not isinstance(parent, exp.Select):
+            if isinstance(parent, exp.Filter) and child.arg_key == "expression":
+                condition = True  # a FILTER's condition: evaluated on every row it reads
+            elif isinstance(parent, _LAZY):
+                break
             needle |= isinstance(parent, exp.In) and parent.args.get("query") is not None \
                 and child is parent.this
             child, parent = parent, parent.parent
@@ -385,7 +394,8 @@ def raising_probes(sql: str) -> list[str]:
                 probe = f"SELECT {text} FROM {aliases[alias]} AS {alias}"
             else:
                 continue
-        elif child.arg_key == "expressions" and parent.args.get("from_") is not None:
+        elif (child.arg_key == "expressions" or condition) and \
+                parent.args.get("from_") is not None:
             block = parent.copy()
             for key in ("distinct", "group", "having", "qualify", "order", "limit", "offset",
                         "windows"):
