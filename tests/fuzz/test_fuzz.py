@@ -153,6 +153,10 @@ def test_correlated_in_computed_only_where_it_correlates_is_evaluation_order():
     "CAST(a.x AS INTEGER) IN (SELECT c.y FROM u AS c WHERE c.s > 'z' || b.s)) IS NULL",
     "SELECT min(a.s) FILTER (WHERE CAST(a.x AS INTEGER) NOT IN "
     "(SELECT c.y FROM u AS c WHERE c.s > 'z' || a.s)) FROM t AS a",
+    # a WHERE reading two tables: DuckDB computes every operand of BETWEEN, plansight its
+    # upper bound only where the lower one holds (seed 9302, query 2492)
+    "SELECT a.s FROM t AS a CROSS JOIN u AS c WHERE a.i BETWEEN c.y AND "
+    "a.i - CAST(c.y AS INTEGER)",
 ])
 def test_an_expression_that_raises_on_its_input_is_evaluation_order(sql):
     """One engine raises on a row an expression reads from its table, where the other's
@@ -172,7 +176,8 @@ def test_an_expression_that_raises_on_its_input_is_evaluation_order(sql):
 
 
 def test_raising_probes_read_what_the_expression_is_evaluated_on():
-    """A predicate's (or IN needle's) expression is probed on its one table, a SELECT list's
+    """A predicate's (or IN needle's) expression is probed on its one table (a WHERE's
+    reading several on its block's FROM), a SELECT list's
     (or an aggregate FILTER's condition's, which is evaluated on every row the aggregate
     reads) on its block's FROM and WHERE; nothing under a lazy CASE / COALESCE or in a
     FILTER'ed aggregate's argument, which plansight must never evaluate where it is not
@@ -180,7 +185,8 @@ def test_raising_probes_read_what_the_expression_is_evaluated_on():
     from tools.fuzz.oracle import raising_probes
 
     assert raising_probes("SELECT a.s FROM t AS a JOIN u AS c ON a.s = c.s "
-                          "WHERE -a.i > 1 AND a.x * c.y > 0") == ["SELECT -a.i FROM t AS a"]
+                          "WHERE -a.i > 1 AND a.x * c.y > 0") == \
+        ["SELECT -a.i FROM t AS a", "SELECT a.x * c.y FROM t AS a JOIN u AS c ON a.s = c.s"]
     assert raising_probes("SELECT 1 FROM t AS a WHERE 2147483647 * 2 IN (SELECT 1)") == \
         ["SELECT 2147483647 * 2"]
     assert raising_probes("SELECT d.c FROM (SELECT a.x + 1 AS c FROM t AS a WHERE a.i > 0 "
@@ -191,6 +197,8 @@ def test_raising_probes_read_what_the_expression_is_evaluated_on():
                           "WHERE CASE WHEN a.i > 0 THEN -a.i > 1 END") == \
         ["SELECT -a.i FROM t AS a WHERE CASE WHEN a.i > 0 THEN -a.i > 1 END"]
     assert raising_probes("SELECT max(-a.x) FILTER (WHERE a.i > 0) FROM t AS a") == []
+    assert raising_probes("SELECT a.s FROM t AS a, u AS c WHERE a.i > 0 AND a.x * c.y > 1 "
+                          "GROUP BY a.s") == ["SELECT a.x * c.y FROM t AS a, u AS c"]
     assert raising_probes("SELECT 1 FROM t AS a HAVING min(a.s) FILTER (WHERE a.x + 1 IN "
                           "(SELECT c.y FROM u AS c WHERE c.s > a.s)) > 'a'") == \
         ["SELECT a.x + 1 FROM t AS a"]

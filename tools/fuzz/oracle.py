@@ -357,6 +357,10 @@ def raising_probes(sql: str) -> list[str]:
       (``SELECT 2147483647 * 2``): a predicate may go below joins that would remove the row
       (filter pushdown, as DuckDB does too), and an IN's x may be computed for an outer row
       that correlates with no inner row;
+    - in a WHERE, reading several tables: every row of its FROM (``SELECT a.i + b.i FROM t0
+      AS a CROSS JOIN t1 AS b``): a WHERE's parts may run in any order, each on all the rows
+      (DuckDB computes every operand of ``x BETWEEN lo AND hi``; plansight's ``x >= lo AND x
+      <= hi`` computes hi only where x >= lo, seed 9302 query 2492);
     - in a SELECT list: the rows of its own FROM and WHERE (``SELECT j + j FROM ... WHERE
       ...``): a derived table's values may be computed though a join above it with an empty
       input makes them unneeded (DuckDB skips such a probe side);
@@ -392,16 +396,14 @@ def raising_probes(sql: str) -> list[str]:
             elif len(tables) == 1 and next(iter(tables)) in aliases:
                 alias = next(iter(tables))
                 probe = f"SELECT {text} FROM {aliases[alias]} AS {alias}"
+            elif child.arg_key == "where" and not needle and \
+                    parent.args.get("from_") is not None:
+                probe = _block_probe(parent, node, keep_where=False)
             else:
                 continue
         elif (child.arg_key == "expressions" or condition) and \
                 parent.args.get("from_") is not None:
-            block = parent.copy()
-            for key in ("distinct", "group", "having", "qualify", "order", "limit", "offset",
-                        "windows"):
-                block.set(key, None)
-            block.set("expressions", [node.copy()])
-            probe = block.sql(dialect="duckdb")
+            probe = _block_probe(parent, node, keep_where=True)
         else:
             continue
         if probe not in probes:
@@ -409,6 +411,16 @@ def raising_probes(sql: str) -> list[str]:
         if len(probes) == _MAX_PROBES:
             break
     return probes
+
+
+def _block_probe(block: exp.Select, node: exp.Expression, keep_where: bool) -> str:
+    """``SELECT node`` over ``block``'s FROM and joins (and its WHERE if ``keep_where``)."""
+    block = block.copy()
+    for key in ("distinct", "group", "having", "qualify", "order", "limit", "offset",
+                "windows") + (() if keep_where else ("where",)):
+        block.set(key, None)
+    block.set("expressions", [node.copy()])
+    return block.sql(dialect="duckdb")
 
 
 def _raises_on_its_input(engines: Engines, sql: str, error: Exception, partitions: int,
