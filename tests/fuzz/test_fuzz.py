@@ -8,6 +8,11 @@ NotSupportedError is allowed (it names a known gap); the long run is
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+from decimal import Decimal
+
+import pyarrow as pa
 import pytest
 
 from tools.fuzz import run
@@ -228,3 +233,56 @@ def test_a_query_replanned_for_other_options_equals_one_planned_for_them():
         assert first.to_arrow().equals(fresh.to_arrow())
     with pytest.raises(PlanError, match="integer_division"):
         first.with_options({"integer_division": True})
+
+
+_STDDEV_TIES = {"t1": pa.table({
+    "id": pa.array(range(8), pa.int64()),
+    "i": pa.array([2147483647, 2147483647, 100, 2147483647, None, None, 100, None], pa.int32()),
+    "d": pa.array([Decimal("0.00")] * 8, pa.decimal128(10, 2)),
+    "s": pa.array([None, None, None, None, "é", "zz", None, None]),
+    "b": pa.array([True, None, True, None, None, None, False, False]),
+    "dt": pa.array([None, None, dt.date(2000, 1, 1), dt.date(2000, 1, 1), dt.date(1970, 1, 1),
+                    dt.date(1999, 12, 31), None, dt.date(1970, 1, 1)], pa.date32())})}
+
+
+def test_a_limit_cut_by_a_few_ulps_of_a_double_key_is_float_rounding():
+    """Groups with one true stddev (3.0550504633038935 and ...893, one ulp apart) get the
+    larger value in plansight for one group and in DuckDB for the other, so ORDER BY that
+    stddev LIMIT 5 keeps a different fifth row (seed 9302, query 49607), and without the
+    LIMIT orders the two differently: float rounding, not a wrong result. With the cut
+    before those rows the results match."""
+    from tools.fuzz.oracle import check
+
+    sql = ("SELECT * FROM (SELECT stddev_samp((a16.id * 2)) AS c0, min(a16.s) AS c1 FROM t1 "
+           "AS a16 GROUP BY CUBE (a16.i, a16.d) HAVING (max(CASE WHEN a16.b THEN a16.dt ELSE "
+           "a16.dt END) <> DATE '1970-01-01') OR ((count(*) > 3))) AS q ORDER BY 1 DESC NULLS "
+           "FIRST, 2 DESC NULLS LAST")
+    for rounded in (sql + " LIMIT 5", sql):  # the cut, and the order of the fifth row
+        findings = [(f.kind, f.detail) for f in check(rounded, _STDDEV_TIES, [(1, 8192)],
+                                                       optimizer_check=False)]
+        assert findings == [("float-rounding", "a DOUBLE ORDER BY key a few ulps apart "
+                                               "decides the order (and a LIMIT's cut)")]
+    for matching in (sql + " LIMIT 4", sql.replace("2 DESC NULLS LAST", "2") + " LIMIT 4"):
+        assert check(matching, _STDDEV_TIES, [(1, 8192)], optimizer_check=False) == []
+
+
+def test_float_rounding_is_strict():
+    """Rows pair up only within a few ulps of a DOUBLE key and equal elsewhere, and each
+    engine's limited rows must be a top n of its own rows: a wrong cut, or keys 1e-12 apart,
+    stay wrong results."""
+    from tools.fuzz.oracle import _is_top_n, _pair_within_ulps
+
+    x = 3.0550504633038935
+    near = math.nextafter(x, 0)
+    rows = [[x, None], [near, "zz"], [1.0, "a"]]
+    assert _pair_within_ulps(rows, [[near, None], [x, "zz"], [1.0, "a"]], {0})
+    assert not _pair_within_ulps(rows, [[x * (1 - 1e-12), None], [x, "zz"], [1.0, "a"]], {0})
+    assert not _pair_within_ulps(rows, [[near, None], [x, "zy"], [1.0, "a"]], {0})
+    assert not _pair_within_ulps(rows, rows, {0})  # nothing rounded: not this class
+    keys = [(0, True, True), (1, True, False)]  # ORDER BY 1 DESC NULLS FIRST, 2 DESC
+    assert _is_top_n([[x, None]], rows, keys)
+    assert not _is_top_n([[near, "zz"]], rows, keys)  # a row left out sorts first
+    assert not _is_top_n([[near, "zz"], [x, None]], rows, keys)  # not sorted
+    assert _is_top_n([[None, "b"]], rows + [[None, "b"]], keys)  # NULLS FIRST
+    assert not _is_top_n([[float("nan"), "b"], [x, None]], rows + [[float("nan"), "b"]],
+                         [(0, False, False)])  # NaN sorts after every number ascending
