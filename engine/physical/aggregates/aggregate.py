@@ -266,7 +266,8 @@ class AggregateExec(ExecutionPlan):
             for table in carry.push(pa.concat_batches(pending)):
                 yield from table.to_batches(max_chunksize=ctx.batch_size)
             pending, rows, pending_bytes = [], 0, 0
-            reservation.resize(held + carry.held_bytes)  # one group must fit; if not, say so
+            # one group must fit (once siblings' merges free memory); if not, say so
+            reservation.resize(held + carry.held_bytes, wait=True)
         if pending:
             for table in carry.push(pa.concat_batches(pending)):
                 yield from table.to_batches(max_chunksize=ctx.batch_size)

@@ -174,7 +174,9 @@ def _account(reservation: MemoryReservation | None, floor: int, cursors: list[_C
         return
     target = max(floor, sum(c.held for c in cursors) + extra)
     if target > reservation.size:
-        reservation.grow(target - reservation.size)  # a merge cannot spill: raise if refused
+        # a merge cannot spill: it waits while siblings (merging too) hold the pool, and
+        # raises if refused for good
+        reservation.grow(target - reservation.size, wait=True)
     elif target < reservation.size:
         reservation.shrink(reservation.size - target)
 
