@@ -45,8 +45,10 @@ from plansight.errors import (
 from tests.differential.harness import (
     assert_same,
     has_top_level_order_by,
+    normalize,
     order_key_positions,
     relative_tolerance,
+    values_equal,
 )
 
 PARTITIONS = (1, 2, 3, 8)
@@ -529,14 +531,14 @@ def _compare(actual: pa.Table, expected: pa.Table, sql: str, ordered: bool) -> s
 
 
 # how far apart (in units in the last place) two engines' doubles of one ORDER BY key may be
-# for a LIMIT's cut between them to count as rounding: DuckDB's streaming variance and
+# for the order (or a LIMIT's cut) they decide to count as rounding: DuckDB's streaming variance and
 # plansight's differ by one or two on equal spreads (seed 9302, query 49607)
 _ORDER_KEY_ULPS = 4
 _MAX_ROUNDING_ROWS = 2000
 
 
-def _order_decided_by_rounding(engines: Engines, sql: str, actual: pa.Table, expected: pa.Table,
-                           partitions: int, batch_size: int) -> bool:
+def _order_decided_by_rounding(engines: Engines, sql: str, actual: pa.Table,
+                               expected: pa.Table, partitions: int, batch_size: int) -> bool:
     """Whether ``ORDER BY ... [LIMIT n]`` put other rows first (and kept others) in plansight
     than in DuckDB only because a DOUBLE key of the same row differs by a few ulps between
     the engines (tied groups whose stddev rounds one way in one engine and the other way in
@@ -607,8 +609,6 @@ def _within_ulps(a, b) -> bool:
 def _pair_within_ulps(mine: list[list], theirs: list[list], floats: set[int]) -> bool:
     """Whether the rows pair up one to one: DOUBLE key columns within a few ulps, the others
     equal (the usual tolerance), and some pair's DOUBLE key not exactly equal."""
-    from tests.differential.harness import normalize, values_equal
-
     remaining = list(range(len(theirs)))
     rounded = False
     for row in mine:
@@ -758,8 +758,8 @@ def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[
             break
         difference = _compare(actual, expected, sql, ordered)
         if difference is not None:
-            if ordered and _order_decided_by_rounding(engines, sql, actual, expected, partitions,
-                                                  batch_size):
+            if ordered and _order_decided_by_rounding(engines, sql, actual, expected,
+                                                      partitions, batch_size):
                 findings.append(Finding("float-rounding", "a DOUBLE ORDER BY key a few ulps "
                                         "apart decides the order (and a LIMIT's cut)", sql,
                                         where))
