@@ -286,3 +286,32 @@ def test_float_rounding_is_strict():
     assert _is_top_n([[None, "b"]], rows + [[None, "b"]], keys)  # NULLS FIRST
     assert not _is_top_n([[float("nan"), "b"], [x, None]], rows + [[float("nan"), "b"]],
                          [(0, False, False)])  # NaN sorts after every number ascending
+
+
+def test_doubles_a_few_ulps_apart_kept_apart_by_a_set_operation_are_float_rounding():
+    """Two ROLLUP levels over the same rows whose var_pop the partitions' arrival order
+    rounds one ulp apart, then a UNION: plansight keeps both rows where DuckDB's equal
+    values merge (seed 9402, query 13883). Exact duplicates, wider gaps, missing rows and
+    queries without a deduplicating operator stay wrong results."""
+    from tools.fuzz.oracle import _duplicates_decided_by_rounding as decided
+
+    x = 410.8888888888889
+    near = math.nextafter(x, 0.0)
+    sql = "(SELECT var_pop(j) AS c0 FROM t GROUP BY ROLLUP (d)) EXCEPT (SELECT f FROM u)"
+    expected = pa.table({"c0": [x, 0.0, float("nan")]})
+    assert decided(pa.table({"c0": [near, x, 0.0, float("nan")]}), expected, sql)
+    assert decided(pa.table({"c0": [near, 0.0, float("nan")]}), expected, sql)
+    assert not decided(pa.table({"c0": [x * (1 - 1e-12), x, 0.0, float("nan")]}), expected,
+                       sql)
+    assert not decided(pa.table({"c0": [near, x, 0.0]}), expected, sql)  # NaN row lost
+    assert not decided(pa.table({"c0": [x, x, 0.0, float("nan")]}), expected, sql)
+    assert not decided(pa.table({"c0": [x, 0.0, float("nan")]}), expected, sql)  # equal
+    union_all = "SELECT var_pop(j) AS c0 FROM t UNION ALL SELECT f FROM u"
+    assert not decided(pa.table({"c0": [near, x, 0.0, float("nan")]}), expected, union_all)
+    ordered = sql + " ORDER BY 1"
+    assert not decided(pa.table({"c0": [near, x, 0.0, float("nan")]}), expected, ordered)
+    two = "SELECT DISTINCT a, stddev(b) FROM t GROUP BY a"
+    assert decided(pa.table({"a": ["k", "k"], "s": [near, x]}),
+                   pa.table({"a": ["k"], "s": [x]}), two)
+    assert not decided(pa.table({"a": ["k", "l"], "s": [near, x]}),
+                       pa.table({"a": ["k"], "s": [x]}), two)
