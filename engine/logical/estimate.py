@@ -7,7 +7,8 @@
     join      |L| x |R| / max(NDV(l), NDV(r)), NDVs over the keys' whole source columns
               (filters shrink |L| and |R|), composite keys with backoff; outer joins
               at least their preserved side; semi |L| x min(1, NDV(r)/NDV(l)), anti the rest
-    group by  the product of the keys' distinct counts, at most the input's rows
+    group by  the product of the keys' distinct counts, at most the input's rows (a computed
+              key: at most its columns' counts, extract(year) the years in their range)
     limit     at most fetch;  union  the sum;  anything else  its input's rows
 
 Distinct counts come from the column's source (statistics.py) through projections and group
@@ -18,12 +19,14 @@ EXPLAIN beside each operator. Every estimate is at least one row.
 
 from __future__ import annotations
 
+import datetime
 import math
 import weakref
 from typing import Any
 
 from plansight.engine.logical import plan as lp
-from plansight.engine.logical.expr import Call, Column, Expr, Literal, split_conjunction
+from plansight.engine.logical.expr import (Call, Cast, Column, Expr, Literal, is_volatile,
+                                           split_conjunction, walk)
 from plansight.engine.statistics import ColumnStatistics
 
 #: rows of a source that cannot say (a table function, a source without a row count)
@@ -390,7 +393,7 @@ def _aggregate_rows(plan: lp.Aggregate) -> float:
         return 1.0
     groups, unknown = 1.0, False
     for expr in plan.group_exprs:
-        ndv = source_distinct(expr, plan.input)
+        ndv = expression_distinct(expr, plan.input)
         if ndv is None:
             unknown = True
         else:
@@ -398,3 +401,82 @@ def _aggregate_rows(plan: lp.Aggregate) -> float:
     if unknown:
         groups = max(groups, rows * DEFAULT_GROUP_FRACTION)
     return min(groups, rows) if math.isfinite(groups) else rows
+
+
+#: date parts with a fixed number of values whatever the dates (extract(month) has 12)
+_DATE_PART_VALUES = {"month": 12.0, "quarter": 4.0, "dayofweek": 7.0, "dow": 7.0,
+                     "isodow": 7.0, "day": 31.0, "dayofmonth": 31.0, "hour": 24.0,
+                     "minute": 60.0, "dayofyear": 366.0, "doy": 366.0, "week": 53.0}
+
+
+def expression_distinct(expr: Expr, plan: lp.LogicalPlan) -> float | None:
+    """Distinct values of ``expr`` over ``plan``'s source columns, or None when nothing is
+    known. A source column has its statistics' count; a deterministic function of columns
+    has at most the product of its arguments' counts (a function maps equal arguments to
+    equal values) -- and extract(year) of a date or timestamp at most the years between
+    its column's min and max, extract(month) at most 12, x % c at most 2|c| (NULL too).
+    Without this a computed group key made a GROUP BY keep a fifth of its input: TPC-H
+    Q9's (nation, extract(year from o_orderdate)) was estimated at 299,613 groups for its
+    175."""
+    if isinstance(expr, Literal):
+        return 1.0
+    if isinstance(expr, Column):
+        known = source_distinct(expr, plan)
+        if known is not None:
+            return known
+        defined = _definition(plan, expr.id)
+        return None if defined is None else expression_distinct(*defined)
+    if isinstance(expr, Cast):
+        return expression_distinct(expr.expr, plan)
+    if not isinstance(expr, Call) or is_volatile(expr) or \
+            not any(isinstance(e, Column) for e in walk(expr)):
+        return None
+    bound = None
+    if expr.func == "date_part" and len(expr.args) == 2 and \
+            isinstance(expr.args[0], Literal) and isinstance(expr.args[0].value, str):
+        unit = expr.args[0].value.lower()
+        bound = _DATE_PART_VALUES.get(unit)
+        stats = column_statistics(expr.args[1], plan)
+        if unit in ("year", "years") and stats is not None and \
+                isinstance(stats.min, datetime.date) and isinstance(stats.max, datetime.date):
+            bound = float(stats.max.year - stats.min.year + 1)
+        if bound is not None:
+            bound += _null_fraction(expr.args[1], plan) > 0  # NULL is a group too
+    elif expr.func in ("modulo", "mod") and len(expr.args) == 2 and \
+            isinstance(expr.args[1], Literal) and isinstance(expr.args[1].value, int) and \
+            not isinstance(expr.args[1].value, bool) and expr.args[1].value != 0:
+        # the remainders -(|c| - 1) .. |c| - 1, and NULL
+        bound = 2.0 * abs(expr.args[1].value)
+    product = 1.0
+    for arg in expr.args:
+        ndv = expression_distinct(arg, plan)
+        if ndv is None:
+            product = math.inf
+            break
+        product *= ndv
+    if bound is not None:
+        product = min(product, bound)
+    return product if math.isfinite(product) else None
+
+
+def _definition(plan: lp.LogicalPlan, column_id: int) -> tuple[Expr, lp.LogicalPlan] | None:
+    """(the expression a projection computes ``column_id`` from, the plan it reads), found
+    through the operators that pass columns on (as ``_origin``), or None."""
+    if isinstance(plan, lp.TableScan):
+        return None
+    if isinstance(plan, lp.Projection):
+        for expr, out in zip(plan.exprs, plan.outputs):
+            if out.id == column_id:
+                if isinstance(expr, Column) and expr.id == column_id:
+                    break
+                return expr, plan.input
+        return _definition(plan.input, column_id)
+    if isinstance(plan, lp.Aggregate):
+        for expr, out in zip(plan.group_exprs, plan.group_outputs):
+            if out.id == column_id:
+                return (expr, plan.input) if expr is not out else None
+        return None
+    for child in plan.inputs():
+        if any(c.id == column_id for c in child.columns):
+            return _definition(child, column_id)
+    return None

@@ -81,7 +81,14 @@ def test_filter_selectivity(session, where, rows):
 @pytest.mark.parametrize("sql, rows", [
     ("SELECT g, count(*) FROM t GROUP BY g", 10),
     ("SELECT g, s, count(*) FROM t GROUP BY g, s", 500),       # 10 x 50, at most the rows
-    ("SELECT k % 7, count(*) FROM t GROUP BY k % 7", 200),     # unknown key: 1/5 of input
+    ("SELECT k % 7, count(*) FROM t GROUP BY k % 7", 14),      # remainders -6..6, NULL
+    ("SELECT random() < 0.5, count(*) FROM t GROUP BY 1", 200),  # unknown key: 1/5 of input
+    ("SELECT c, count(*) FROM (SELECT g, count(*) AS c FROM t GROUP BY g) GROUP BY c", 2),
+    ("SELECT extract(year FROM d), count(*) FROM t GROUP BY 1", 1),  # the years min..max
+    ("SELECT y, count(*) FROM (SELECT extract(year FROM d) AS y FROM t) GROUP BY y", 1),
+    ("SELECT g, extract(month FROM d), count(*) FROM t GROUP BY 1, 2", 120),  # 10 x 12
+    ("SELECT s || 'x', count(*) FROM t GROUP BY 1", 50),       # at most its column's count
+    ("SELECT g + 1, g * 2, count(*) FROM t GROUP BY 1, 2", 100),  # at most the rows
     ("SELECT g, count(*) FROM t WHERE k < 5 GROUP BY g", 5),   # capped by the input
     ("SELECT count(*) FROM t", 1),
 ])
