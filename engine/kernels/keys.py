@@ -20,6 +20,7 @@ import pyarrow as pa
 from plansight.engine.kernels.decimal import fits_int64, unscaled
 from plansight.engine.kernels.hash_table import (
     MAX_PACKED_BYTES,
+    add_joint_codes,
     bytes_factorize,
     int_factorize,
     int_lookup,
@@ -27,6 +28,7 @@ from plansight.engine.kernels.hash_table import (
     pack_short_bytes,
     range_factorize,
     range_lookup,
+    valid_span,
 )
 
 #: combined codes are renumbered before their space could pass this (int64 stays exact)
@@ -132,16 +134,17 @@ def _integer_key(key: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarra
     return (packed, valid) if short else None
 
 
-def _joint_range_codes(keys: list) -> np.ndarray | None:
-    """One int64 per row over several key columns, (v1 - low1) * width2 + (v2 - low2) ...
-    (NULL the last value of its column), when every column is integer (or short bytes) and
-    the joint span fits a range table (``key_range``); else None. Then the rows take one
-    array-indexed numbering instead of one per column and another for the combination:
-    TPC-H Q1's two flags."""
+def _joint_range_codes(keys: list) -> tuple[np.ndarray, int] | None:
+    """(one int64 per row over several key columns, (v1 - low1) * width2 + (v2 - low2) ...
+    (NULL the last value of its column), the codes' span) when every column is integer (or
+    short bytes) and the joint span fits a range table (``key_range``); else None. Then the
+    rows take one array-indexed numbering instead of one per column and another for the
+    combination: TPC-H Q1's two flags. Each column costs its packing (strings), one pass for
+    its range and one to add it in (compiled kernels)."""
     n = len(keys[0])
     if n == 0:
         return None
-    combined, span = np.zeros(n, dtype=np.int64), 1
+    columns, span = [], 1
     for key in keys:
         if key_kind(_plain_type(key.type)) not in ("int", "bytes"):
             return None
@@ -149,21 +152,16 @@ def _joint_range_codes(keys: list) -> np.ndarray | None:
         if pair is None:
             return None
         values, valid = pair
-        every = bool(valid.all())
-        kept = values if every else values[valid]
-        if len(kept) == 0:
-            low = high = 0
-        else:
-            low, high = int(kept.min()), int(kept.max())
-        width = high - low + 1 + (0 if every else 1)
+        low, high, count = valid_span(values, valid)
+        width = high - low + 1 + (0 if count == n else 1)
         span *= width
         if span > MAX_RANGE_SLOTS or span > RANGE_SLOTS_PER_ROW * n + 1024:
             return None  # a range table would not take it: numbered column by column
-        codes = values - low
-        if not every:
-            codes[~valid] = width - 1
-        combined = combined * width + codes
-    return combined
+        columns.append((values, valid, low, width))
+    combined = np.empty(n, dtype=np.int64)
+    for i, (values, valid, low, width) in enumerate(columns):
+        add_joint_codes(combined, values, valid, low, width, i == 0)
+    return combined, span
 
 
 def int_values(key: pa.Array) -> np.ndarray:
@@ -262,8 +260,9 @@ def group_ids(keys: list[pa.Array]) -> tuple[np.ndarray, int]:
     """
     if len(keys) > 1:
         joint = _joint_range_codes(keys)
-        if joint is not None:
-            ids, _, uniques, _ = factorize_ints(joint, np.ones(len(joint), dtype=bool))
+        if joint is not None:  # the codes lie in [0, span): numbered by an array directly
+            codes, span = joint
+            ids, _, uniques = range_factorize(codes, np.ones(len(codes), dtype=bool), 0, span)
             return ids, len(uniques)
     codes, groups = column_codes(keys[0])
     if len(keys) == 1:

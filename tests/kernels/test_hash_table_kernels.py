@@ -277,3 +277,28 @@ def test_group_ids_of_short_strings_and_small_ints_match_a_reference():
         assert groups == len(reference)
         # numbered in order of first appearance, as the column-by-column path numbers them
         assert ids.tolist() == [reference[row] for row in rows]
+
+
+def test_joint_range_codes_of_null_only_constant_and_negative_columns():
+    """The compiled span and code passes: a column of NULLs only (its span one code), a
+    constant column (width 1) and negative values number as the reference does, and the
+    span kernel reports (low, high, valid rows) of the valid values only."""
+    from plansight.engine.kernels.keys import _joint_range_codes, group_ids
+
+    values = np.array([5, -3, 99, 7, -3], dtype=np.int64)
+    valid = np.array([True, True, False, True, True])
+    assert ht.valid_span(values, valid) == (-3, 7, 4)
+    assert ht.valid_span(values, np.zeros(5, bool))[2] == 0
+    rng = np.random.default_rng(9)
+    negative = [None if x == 0 else -int(x) for x in rng.integers(0, 5, 300)]
+    nothing = [None] * 300
+    constant = [7] * 300
+    for keys in ([nothing, negative], [negative, constant, nothing], [constant, negative]):
+        arrays = [pa.array(k, pa.int64()) for k in keys]
+        codes, span = _joint_range_codes(arrays)
+        assert 0 <= codes.min() and codes.max() < span
+        ids, groups = group_ids(arrays)
+        rows = list(zip(*keys))
+        reference = first_appearance_numbers(rows)
+        assert groups == len(reference)
+        assert ids.tolist() == [reference[row] for row in rows]
