@@ -25,8 +25,16 @@ import weakref
 from typing import Any
 
 from plansight.engine.logical import plan as lp
-from plansight.engine.logical.expr import (Call, Cast, Column, Expr, Literal, is_volatile,
-                                           split_conjunction, walk)
+from plansight.engine.logical.expr import (
+    Call,
+    Cast,
+    Column,
+    Expr,
+    Literal,
+    is_volatile,
+    split_conjunction,
+    walk,
+)
 from plansight.engine.statistics import ColumnStatistics
 
 #: rows of a source that cannot say (a table function, a source without a row count)
