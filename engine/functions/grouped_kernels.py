@@ -96,8 +96,8 @@ def _chunks(column: pa.ChunkedArray | pa.Array, ids: np.ndarray):
 
 def _compiled(spec, column, ids: np.ndarray, groups: int, shared: dict) -> pa.Array | None:
     """``spec`` per group by a scatter kernel, or None when none applies (type, overflow).
-    ``shared`` keeps the integer sums and counts per argument column, so SUM(x), AVG(x) and
-    COUNT(x) of one column (TPC-H Q1's, an AVG's partial state) scatter it once."""
+    ``shared`` keeps the integer sums and counts per argument column, so SUM(x) and COUNT(x)
+    of one column (TPC-H Q1's SUMs and the AVGs exact_avg makes of them) scatter it once."""
     func = spec.func
     counts = np.zeros(groups, dtype=np.int64)
     if func == "count_star":
@@ -126,8 +126,12 @@ def _compiled(spec, column, ids: np.ndarray, groups: int, shared: dict) -> pa.Ar
         for chunk, chunk_ids in _chunks(column, ids):
             update(chunk_ids, _int64_values(chunk, kind), validity(chunk), states, counts)
         return _typed(states, counts > 0, t, kind)
-    if kind != "float" and (func == "sum" and not pa.types.is_floating(spec.type) or
-                            kind == "decimal"):
+    if kind != "float":
+        if func != "sum" or pa.types.is_floating(spec.type):
+            # AVG of integers or decimals, or its double partial sum: exact_avg rewrites
+            # every such AVG into an exact SUM and COUNT before planning, so no grouped
+            # aggregate asks for one; Arrow's path (aggregate_table) still covers them
+            return None
         known = shared.get((spec.column, kind))
         if known is False:
             return None
@@ -142,16 +146,13 @@ def _compiled(spec, column, ids: np.ndarray, groups: int, shared: dict) -> pa.Ar
                     return None  # Arrow's path raises the SQL error or sums on wider words
             shared[(spec.column, kind)] = (sums, counts)
             shared[("count", spec.column)] = counts
-        if func == "sum" and not pa.types.is_floating(spec.type):
-            return _typed(sums, counts > 0, pa.int64() if kind == "int" else spec.type, kind)
-        totals = sums.astype(np.float64) / 10.0 ** t.scale  # a decimal's double sum or avg
-    else:  # over doubles, or integers summed as double (avg's partial state)
-        totals = np.zeros(groups, dtype=np.float64)
-        for chunk, chunk_ids in _chunks(column, ids):
-            values = chunk.to_numpy(zero_copy_only=False) if chunk.null_count == 0 else \
-                chunk.fill_null(0).to_numpy(zero_copy_only=False)
-            S.sum_float(chunk_ids, np.asarray(values, dtype=np.float64), validity(chunk),
-                        totals, counts)
+        return _typed(sums, counts > 0, pa.int64() if kind == "int" else spec.type, kind)
+    totals = np.zeros(groups, dtype=np.float64)  # over doubles, in row order
+    for chunk, chunk_ids in _chunks(column, ids):
+        values = chunk.to_numpy(zero_copy_only=False) if chunk.null_count == 0 else \
+            chunk.fill_null(0).to_numpy(zero_copy_only=False)
+        S.sum_float(chunk_ids, np.asarray(values, dtype=np.float64), validity(chunk), totals,
+                    counts)
     if func in ("avg", "mean"):
         with np.errstate(invalid="ignore", divide="ignore"):
             totals = totals / counts
