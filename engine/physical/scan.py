@@ -248,13 +248,14 @@ class DataSourceExec(ExecutionPlan):
         batch_rows = self.batch_rows or ctx.batch_size
         prefilter = _Prefilter(self.prefilter, self.schema) \
             if self.prefilter is not None else None
+        readers: dict = {}  # the source's open files, kept from unit to unit
         for unit in self.assignment[partition]:
             dynamic = [(i, f) for i, f in dynamic if f.run is ctx or f.run is None]
             if not self._unit_may_match(unit, dynamic, ctx):
                 metrics.add("units_pruned_dynamic")
                 continue
             metrics.add("units_read")
-            reader = self.source.read_stored(unit, self.columns, batch_rows)
+            reader = self.source.read_stored(unit, self.columns, batch_rows, readers)
             for batch in reader:
                 if dynamic:
                     # filters on columns stored as the plan's type run before the others
