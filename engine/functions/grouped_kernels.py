@@ -45,7 +45,9 @@ def aggregate_by_ids(table: pa.Table, keys: list[str], specs: list,
     first = S.first_rows(ids, groups)
     out = [take_rows(c, first) for c in columns]
     results: dict[int, pa.Array] = {}
-    shared: dict = {}  # (column, kind) -> (sums, counts): one pass for SUM(x) and AVG(x)
+    # (column, kind) -> (sums, counts): one pass for SUM(x) and COUNT(x); "rows" -> rows
+    # per group, the counts of COUNT(*) and of every column without NULLs
+    shared: dict = {}
     for i, spec in enumerate(specs):
         result = None
         if spec.func in COMPILED and not spec.distinct:
@@ -101,14 +103,16 @@ def _compiled(spec, column, ids: np.ndarray, groups: int, shared: dict) -> pa.Ar
     func = spec.func
     counts = np.zeros(groups, dtype=np.int64)
     if func == "count_star":
-        S.count_rows(ids, counts)
-        return pa.array(counts, pa.int64())
+        return pa.array(_rows_per_group(ids, groups, shared), pa.int64())
     if func == "count":
         known = shared.get(("count", spec.column))
         if known is not None:
             return pa.array(known, pa.int64())
-        for chunk, chunk_ids in _chunks(column, ids):
-            S.count_valid(chunk_ids, validity(chunk), counts)
+        if column.null_count == 0:
+            counts = _rows_per_group(ids, groups, shared)
+        else:
+            for chunk, chunk_ids in _chunks(column, ids):
+                S.count_valid(chunk_ids, validity(chunk), counts)
         shared[("count", spec.column)] = counts
         return pa.array(counts, pa.int64())
     t = column.type
@@ -139,11 +143,15 @@ def _compiled(spec, column, ids: np.ndarray, groups: int, shared: dict) -> pa.Ar
             sums, counts = known
         else:
             sums = np.zeros(groups, dtype=np.int64)
+            no_nulls = column.null_count == 0
             for chunk, chunk_ids in _chunks(column, ids):
-                if not S.sum_int(chunk_ids, _int64_values(chunk, kind), validity(chunk), sums,
-                                 counts):
+                values = _int64_values(chunk, kind)
+                if not (S.sum_int_no_nulls(chunk_ids, values, sums) if no_nulls else
+                        S.sum_int(chunk_ids, values, validity(chunk), sums, counts)):
                     shared[(spec.column, kind)] = False
                     return None  # Arrow's path raises the SQL error or sums on wider words
+            if no_nulls:  # every row counts: each group's rows (every id has one at least)
+                counts = _rows_per_group(ids, groups, shared)
             shared[(spec.column, kind)] = (sums, counts)
             shared[("count", spec.column)] = counts
         return _typed(sums, counts > 0, pa.int64() if kind == "int" else spec.type, kind)
@@ -157,6 +165,17 @@ def _compiled(spec, column, ids: np.ndarray, groups: int, shared: dict) -> pa.Ar
         with np.errstate(invalid="ignore", divide="ignore"):
             totals = totals / counts
     return pa.array(totals, pa.float64(), mask=counts == 0)
+
+
+def _rows_per_group(ids: np.ndarray, groups: int, shared: dict) -> np.ndarray:
+    """The rows of each group, counted once per aggregate_by_ids call (``shared``): COUNT(*)
+    and the counts of every NULL-free column are these. Read only, never updated."""
+    rows = shared.get("rows")
+    if rows is None:
+        rows = np.zeros(groups, dtype=np.int64)
+        S.count_rows(ids, rows)
+        shared["rows"] = rows
+    return rows
 
 
 def _value_kind(t: pa.DataType) -> str | None:

@@ -59,6 +59,23 @@ def sum_int(ids, values, valid, sums, counts):
 
 
 @kernel
+def sum_int_no_nulls(ids, values, sums):
+    """sum_int for a column without NULLs: no validity to read and no count per value (its
+    counts are the rows per group, which the caller counts once for every such column).
+    Each row's count was a second read-modify-write on the group's state; TPC-H Q1 sums
+    six NULL-free columns over 6M rows in 4 groups."""
+    for i in range(len(ids)):
+        g = ids[i]
+        a = sums[g]
+        b = values[i]
+        r = a + b
+        if ((a ^ r) & (b ^ r)) < 0:
+            return False
+        sums[g] = r
+    return True
+
+
+@kernel
 def sum_float(ids, values, valid, sums, counts):
     """Added in row order."""
     for i in range(len(ids)):
