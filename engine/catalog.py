@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from plansight.engine.errors import PlanError
 from plansight.engine.exec.alignment import realigned
+from plansight.engine.kernels.dictionary import decode_one_width
 from plansight.engine.source_ordering import (
     SourceSortKey,
     first_unsorted_row,
@@ -774,7 +775,9 @@ def _normalized(column: pa.Array, to: pa.DataType) -> pa.Array:
         dictionary = column.dictionary
         if dictionary.type != to:
             dictionary = dictionary.cast(to)
-        return dictionary.take(column.indices)
+        # flags and codes of one width: one compiled copy per row, no length per row
+        decoded = decode_one_width(column.indices, dictionary)
+        return decoded if decoded is not None else dictionary.take(column.indices)
     return column.cast(to)
 
 
