@@ -249,6 +249,7 @@ class DataSourceExec(ExecutionPlan):
         prefilter = _Prefilter(self.prefilter, self.schema) \
             if self.prefilter is not None else None
         readers: dict = {}  # the source's open files, kept from unit to unit
+        layout = _StoredLayout(self.schema)
         for unit in self.assignment[partition]:
             dynamic = [(i, f) for i, f in dynamic if f.run is ctx or f.run is None]
             if not self._unit_may_match(unit, dynamic, ctx):
@@ -257,18 +258,20 @@ class DataSourceExec(ExecutionPlan):
             metrics.add("units_read")
             reader = self.source.read_stored(unit, self.columns, batch_rows, readers)
             for batch in reader:
+                stored_as = layout.of(batch.schema)
+                normalized = stored_as.normalized
                 if dynamic:
                     # filters on columns stored as the plan's type run before the others
                     # are decoded (a dictionary's strings only for the rows that stay)
-                    stored = [(i, f) for i, f in dynamic
-                              if batch.schema.types[i] == self.schema.types[i]] \
-                        if _filterable_as_stored(batch.schema, self.schema) else []
+                    stored = [(i, f) for i, f in dynamic if stored_as.same[i]] \
+                        if stored_as.filterable else []
                     batch = self._apply_dynamic(batch, stored, metrics, ctx, passed)
                 if prefilter is not None:
                     # after the key filters (Q19's keeps 1 row in 700 of what this keeps)
-                    batch = prefilter.apply(batch, metrics)
+                    batch = prefilter.apply(batch, metrics, stored_as)
                 if dynamic:
-                    batch = normalize_batch(batch, self.schema)
+                    if not normalized:
+                        batch, normalized = normalize_batch(batch, self.schema), True
                     if len(stored) < len(dynamic):
                         decoded = [(i, f) for i, f in dynamic if (i, f) not in stored]
                         batch = self._apply_dynamic(batch, decoded, metrics, ctx, passed)
@@ -286,12 +289,36 @@ class DataSourceExec(ExecutionPlan):
                         return
                     batch = batch.slice(0, remaining)
                     remaining -= batch.num_rows
-                batch = normalize_batch(batch, self.schema)  # a no-op when filtered above
+                if not normalized:
+                    batch = normalize_batch(batch, self.schema)
                 metrics.add("rows_read", batch.num_rows)  # after dynamic filtering
                 # sources name columns as stored; the plan names them name#id
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
             if remaining is not None and remaining <= 0:
                 return
+
+
+class _StoredLayout:
+    """How a batch's stored types stand to the plan's, worked out once per stored schema
+    (every batch of a file has the same) instead of per batch: comparing type lists was
+    Python holding the GIL for every batch of every scan (~5% of what the worker threads
+    held it for over TPC-H's 22 queries at 2 partitions, py-spy --gil)."""
+
+    def __init__(self, plan: pa.Schema):
+        self.plan = plan
+        self.schema: pa.Schema | None = None
+        self.same: list[bool] = []  # per column: stored as the plan's type
+        self.normalized = self.filterable = self.dictionaries = False
+
+    def of(self, schema: pa.Schema) -> _StoredLayout:
+        if self.schema is None or not schema.equals(self.schema):
+            types = schema.types
+            self.same = [s == p for s, p in zip(types, self.plan.types)]
+            self.normalized = all(self.same) and len(types) == len(self.plan.types)
+            self.filterable = _filterable_as_stored(schema, self.plan)
+            self.dictionaries = any(pa.types.is_dictionary(t) for t in types)
+            self.schema = schema
+        return self
 
 
 class _Prefilter:
@@ -311,13 +338,12 @@ class _Prefilter:
         self.seen = self.kept = 0
         self.bypassed = False
 
-    def apply(self, batch: pa.RecordBatch, metrics) -> pa.RecordBatch:
-        """``batch`` less the rows the predicate rejects, when it holds dictionary-encoded
-        columns to decode afterwards; else (or should the predicate raise) the batch
-        whole, for the filter above to judge."""
-        if self.bypassed or batch.num_rows < self.MIN_ROWS or \
-                not any(pa.types.is_dictionary(t) for t in batch.schema.types) or \
-                not _filterable_as_stored(batch.schema, self.schema):
+    def apply(self, batch: pa.RecordBatch, metrics, stored_as: _StoredLayout) -> pa.RecordBatch:
+        """``batch`` (``stored_as`` its layout) less the rows the predicate rejects, when it
+        holds dictionary-encoded columns to decode afterwards; else (or should the
+        predicate raise) the batch whole, for the filter above to judge."""
+        if self.bypassed or batch.num_rows < self.MIN_ROWS or not stored_as.dictionaries or \
+                not stored_as.filterable:
             return batch
         # the cheap conjuncts touch no string column: theirs are stored as the plan's types
         named = pa.RecordBatch.from_arrays(batch.columns, names=self.schema.names)

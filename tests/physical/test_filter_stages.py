@@ -176,8 +176,8 @@ def test_the_early_pass_stops_when_it_keeps_nearly_every_row(tmp_path):
     calls = []
     apply = _Prefilter.apply
 
-    def counted(self, batch, metrics):
-        out = apply(self, batch, metrics)
+    def counted(self, batch, metrics, stored_as):
+        out = apply(self, batch, metrics, stored_as)
         calls.append((batch.num_rows, self.bypassed))
         return out
     session.sql("SELECT 1").to_arrow()
