@@ -448,8 +448,10 @@ def expression_distinct(expr: Expr, plan: lp.LogicalPlan) -> float | None:
         if unit in ("year", "years") and stats is not None and \
                 isinstance(stats.min, datetime.date) and isinstance(stats.max, datetime.date):
             bound = float(stats.max.year - stats.min.year + 1)
-        if bound is not None:
+        if bound is not None and isinstance(expr.args[1], Column):
             bound += _null_fraction(expr.args[1], plan) > 0  # NULL is a group too
+        elif bound is not None:
+            bound += 1  # a computed argument's NULLs are not known: one more, a group
     elif expr.func in ("modulo", "mod") and len(expr.args) == 2 and \
             isinstance(expr.args[1], Literal) and isinstance(expr.args[1].value, int) and \
             not isinstance(expr.args[1].value, bool) and expr.args[1].value != 0:

@@ -88,6 +88,9 @@ def test_filter_selectivity(session, where, rows):
     ("SELECT y, count(*) FROM (SELECT extract(year FROM d) AS y FROM t) GROUP BY y", 1),
     ("SELECT g, extract(month FROM d), count(*) FROM t GROUP BY 1, 2", 120),  # 10 x 12
     ("SELECT s || 'x', count(*) FROM t GROUP BY 1", 50),       # at most its column's count
+    # a computed argument: 12 months, and NULL as it may hold one
+    ("SELECT extract(month FROM d + INTERVAL 1 DAY), count(*) FROM t GROUP BY 1", 13),
+    ("SELECT extract(year FROM d + INTERVAL 1 DAY), count(*) FROM t GROUP BY 1", 100),
     ("SELECT g + 1, g * 2, count(*) FROM t GROUP BY 1, 2", 100),  # at most the rows
     ("SELECT g, count(*) FROM t WHERE k < 5 GROUP BY g", 5),   # capped by the input
     ("SELECT count(*) FROM t", 1),
@@ -222,3 +225,20 @@ def test_a_composite_foreign_key_join_keeps_the_referencing_rows():
     sql = "SELECT * FROM lines l JOIN pairs ps ON l.p = ps.p AND l.s = ps.s"
     assert _estimate(s, sql) == 6000
     assert s.sql(sql).to_arrow().num_rows == 6000
+
+
+@pytest.mark.parametrize("unit", ["year", "month", "quarter", "day", "dow", "doy", "week",
+                                  "hour"])
+@pytest.mark.parametrize("argument", ["d", "ts", "d + INTERVAL 1 DAY",
+                                      "ts - INTERVAL 2 HOUR", "coalesce(d, DATE '2000-01-01')"])
+def test_group_by_date_parts_of_columns_and_expressions(unit, argument):
+    """The GROUP BY estimate bounds extract() keys over columns and computed arguments
+    alike (a computed one once raised while planning); the groups are DuckDB's."""
+    table = pa.table({
+        "d": [datetime.date(2020, 1, 1), None, datetime.date(2021, 5, 3),
+              datetime.date(2020, 1, 1)],
+        "ts": [datetime.datetime(2020, 1, 1, 3), None, datetime.datetime(2022, 1, 1),
+               datetime.datetime(2020, 1, 1, 23)],
+        "x": [1, None, 7, 4]})
+    check(f"SELECT extract({unit} FROM {argument}) AS k, x % 3 AS r, count(*) AS n "
+          f"FROM t GROUP BY 1, 2", {"t": table}, target_partitions=2)
