@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from plansight.engine.physical.key_bitmap import KeyBitmap
@@ -62,3 +63,29 @@ def test_chunked_and_empty_columns():
     assert bitmap.contains(chunked).to_pylist() == [True, False, True, False]
     keep, kept = bitmap.contains_counted(pa.array([], pa.int32()))
     assert (keep.to_pylist(), kept) == ([], 0)
+
+
+@pytest.mark.parametrize("type_", [pa.int8(), pa.int16(), pa.int32(), pa.int64(),
+                                   pa.uint32()], ids=str)
+@pytest.mark.parametrize("rows, top", [(5000, 100), (3000, 100_000), (1, 1), (0, 1)])
+def test_key_summary_distinct_keys_equal_arrow_unique(type_, rows, top):
+    """A build side's distinct integer keys taken by range flags (distinct_in_range) are
+    Arrow's unique ones, in the same first-appearance order, NULLs left out; negative keys
+    and a range too wide for the flags (hashed instead) too."""
+    from plansight.engine.physical.dynamic_filter import KeySummary
+
+    rng = np.random.default_rng(rows + top)
+    high = min(top, np.iinfo(type_.to_pandas_dtype()).max)
+    low = 0 if pa.types.is_unsigned_integer(type_) else -min(high, 50)
+    values = rng.integers(low, high + 1, rows)
+    keys = pa.array(values, type_, mask=rng.random(rows) < 0.1)
+    for max_bitmap_bits in (0, 1 << 27):
+        summary = KeySummary(type_, max_keys=1 << 20, max_bitmap_bits=max_bitmap_bits)
+        summary.add(keys)
+        part = summary.result()
+        expected = pc.unique(keys.drop_null())
+        got = part["set"]
+        if not len(expected):
+            assert part["rows"] == 0
+            continue
+        assert got.type == type_ and got.to_pylist() == expected.to_pylist()
