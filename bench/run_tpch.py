@@ -12,8 +12,10 @@ Usage:
     python bench/run_tpch.py --engines plansight@1,plansight@2   # 2 partitions vs 1
 
 ``plansight@N`` is plansight with ``target_partitions=N`` (plain ``plansight`` keeps the
-session default, one partition per core); the ratio columns divide the first plansight
-engine's time by each other engine's, so ``plansight@1/plansight@2`` is the speedup.
+session default, one partition per core); ``duckdb@N`` is DuckDB with ``threads=N`` and
+``datafusion@N`` DataFusion with ``target_partitions=N``: what N cores give an engine on this
+machine. The ratio columns divide the first plansight engine's time by each other engine's,
+so ``plansight@1/plansight@2`` is the speedup.
 
 Memory: the whole-run peak RSS per engine is the highest of its queries' peaks (the
 worker's ru_maxrss alone covers only the last query: each query's measurement resets the
@@ -78,10 +80,13 @@ def _setup_plansight(data: Path, memory_limit: str | None,
     return run
 
 
-def _setup_duckdb(data: Path, memory_limit: str | None) -> Callable[[str], int]:
+def _setup_duckdb(data: Path, memory_limit: str | None,
+                  threads: int | None = None) -> Callable[[str], int]:
     import duckdb
 
     connection = duckdb.connect()
+    if threads:
+        connection.execute(f"SET threads = {threads}")
     for table in TABLES:
         connection.sql(f"CREATE VIEW {table} AS SELECT * FROM "
                        f"read_parquet('{data / f'{table}.parquet'}')")
@@ -94,10 +99,14 @@ def _setup_duckdb(data: Path, memory_limit: str | None) -> Callable[[str], int]:
     return run
 
 
-def _setup_datafusion(data: Path, memory_limit: str | None) -> Callable[[str], int]:
+def _setup_datafusion(data: Path, memory_limit: str | None,
+                      partitions: int | None = None) -> Callable[[str], int]:
     import datafusion
 
-    context = datafusion.SessionContext()
+    config = datafusion.SessionConfig()
+    if partitions:
+        config = config.with_target_partitions(partitions)
+    context = datafusion.SessionContext(config)
     for table in TABLES:
         context.register_parquet(table, str(data / f"{table}.parquet"))
     return lambda sql: context.sql(sql).to_arrow_table().num_rows
@@ -119,6 +128,11 @@ SETUPS: dict[str, Callable[[Path, str | None], Callable[[str], int]]] = {
     "datafusion": _setup_datafusion,
     "polars": _setup_polars,
 }
+
+
+# engines whose name takes @N: plansight's target_partitions, DuckDB's threads, DataFusion's
+# target_partitions (N-way parallelism each, for the machine's own 2-vs-1 ceiling)
+THREADED = ("plansight", "duckdb", "datafusion")
 
 
 def engine_base(engine: str) -> str:
@@ -213,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor")
     parser.add_argument("--engines", default=",".join(ENGINES),
                         help=f"comma-separated subset of {','.join(ENGINES)}; "
-                             "plansight@N runs plansight at target_partitions=N")
+                             "plansight@N / datafusion@N run at target_partitions=N, "
+                             "duckdb@N with threads=N")
     parser.add_argument("--queries", default="1-22", help="e.g. 1-22 or 1,3,18")
     parser.add_argument("--repeat", type=int, default=3, help="runs per query (median)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
@@ -232,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = {e for e in engines if engine_base(e) not in ENGINES or "@" in e and not (
-        engine_base(e) == "plansight" and e.partition("@")[2].isdigit())}
+        engine_base(e) in THREADED and e.partition("@")[2].isdigit())}
     if unknown:
         parser.error(f"unknown engines: {', '.join(sorted(unknown))}")
     numbers = parse_queries(args.queries)
