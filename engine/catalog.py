@@ -31,14 +31,19 @@ from plansight.engine.source_ordering import (
 )
 from plansight.engine.statistics import (
     EXACT_DISTINCT_ROWS,
+    PREDICATE_SAMPLE_ROWS,
     SAMPLE_ROWS,
     ColumnStatistics,
     clustered_distinct,
     disjoint_ranges,
     from_arrow,
     from_row_groups,
+    row_sample,
     sampled_distinct,
 )
+
+#: row groups a Parquet column's predicate sample is drawn from (each decoded once)
+SAMPLE_GROUPS = 4
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,29 @@ class TableSource:
         if column not in cache:
             cache[column] = self._compute_column_statistics(column)
         return cache[column]
+
+    def column_sample(self, column: str) -> pa.ChunkedArray | None:
+        """A sample of ``column``'s rows (``row_sample``: at most ``PREDICATE_SAMPLE_ROWS``,
+        NULLs included, of the schema's type), or None when the source keeps none: the
+        estimates evaluate predicates no statistic judges on it (a LIKE pattern). Taken once
+        per source and column, on first use, never per query."""
+        cache = self.__dict__.setdefault("_column_samples", {})
+        if column not in cache:
+            sample = None
+            if column in self.schema.names:
+                try:
+                    sample = self._compute_column_sample(column)
+                    target = self.schema.field(column).type
+                    if sample is not None and sample.type != target:
+                        sample = sample.cast(target)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                    sample = None  # a type Arrow cannot sample: the estimates' defaults
+            cache[column] = sample
+        return cache[column]
+
+    def _compute_column_sample(self, column: str) -> pa.ChunkedArray | None:
+        """None: CSV and IPC sources would have to read their files to sample them."""
+        return None
 
     def _compute_column_statistics(self, column: str) -> ColumnStatistics | None:
         """From the units' statistics (file metadata): no data is read."""
@@ -151,6 +179,9 @@ class MemorySource(TableSource):
     def _compute_column_statistics(self, column):
         """min/max in one pass and a distinct count, once per registration and column."""
         return from_arrow(self.table.column(column))
+
+    def _compute_column_sample(self, column):
+        return row_sample(self.table.column(column))
 
     def units(self, partitions: int = 1) -> list[ScanUnit]:
         """Contiguous row ranges: one per ~1M rows, and at least one per partition."""
@@ -360,6 +391,32 @@ class ParquetSource(TableSource):
         sample = pa.chunked_array([c for piece in pieces for c in piece.chunks],
                                   type=pieces[0].type)
         return sampled_distinct(sample, total)
+
+    def _compute_column_sample(self, column):
+        """``row_sample`` of a few row groups spread evenly over the files (up to
+        ``SAMPLE_GROUPS``, so a clustered column is not judged by one stretch of it): only
+        that column of them is decoded, once per registration."""
+        import pyarrow.parquet as pq
+
+        groups = [(path, g) for path, meta in self._meta.items()
+                  for g in range(meta.num_row_groups) if meta.row_group(g).num_rows]
+        if not groups:
+            return None
+        count = min(len(groups), SAMPLE_GROUPS)
+        chosen = [groups[i * len(groups) // count] for i in range(count)]
+        pieces = []
+        for path, group in chosen:
+            try:
+                piece = pq.ParquetFile(path).read_row_group(
+                    group, columns=[column], use_threads=False).column(0)
+            except (pa.ArrowInvalid, OSError) as e:
+                raise PlanError(f"cannot read Parquet file {path!r}: {e}") from e
+            # as scans read it (string_view stored, string in the schema): Arrow takes rows
+            # of the schema's types only
+            piece = piece.cast(self.schema.field(column).type)
+            pieces.append(row_sample(piece, -(-PREDICATE_SAMPLE_ROWS // count)))
+        return pa.chunked_array([c for piece in pieces for c in piece.chunks],
+                                type=pieces[0].type)
 
     def prune(self, units, predicates):
         if not predicates:
@@ -684,6 +741,9 @@ class DataFrameSource(MemorySource):
     def _compute_column_statistics(self, column):
         """From the one column, converted as a query would convert it."""
         return from_arrow(self._column(column))
+
+    def _compute_column_sample(self, column):
+        return row_sample(self._column(column))
 
     def units(self, partitions: int = 1) -> list[ScanUnit]:
         n = len(self.frame)

@@ -15,6 +15,11 @@ distinct-count estimate, each ``None`` when unknown. Where they come from:
               (GEE, below) -- never a pass per query
     CSV, IPC  nothing (their row counts are size-based guesses too)
 
+Memory and Parquet sources also keep, per column and on first use, a sample of its rows
+(``row_sample``, ``PREDICATE_SAMPLE_ROWS``; for Parquet drawn from a few row groups spread
+over the files): predicates no statistic judges (LIKE, a function of a column, a string
+range) are evaluated on it.
+
 The estimates in ``logical/estimate.py`` read these to interpolate range filters, take 1/NDV
 for equalities and divide join and group-by sizes by key distinct counts.
 """
@@ -35,6 +40,11 @@ import pyarrow.compute as pc
 EXACT_DISTINCT_ROWS = 1 << 18
 #: rows sampled for the distinct-count estimate of a larger column
 SAMPLE_ROWS = 1 << 16
+#: rows a source keeps per column to evaluate predicates no statistic judges (LIKE, a
+#: function of a column) on: the fraction of a sample of n is within ~1/(2 sqrt(n)) of the
+#: true one (+-0.8% at 4096), far better than a constant guess, and evaluating a pattern on
+#: 4096 strings costs well under a millisecond per query
+PREDICATE_SAMPLE_ROWS = 1 << 12
 
 
 @dataclass(frozen=True)
@@ -173,6 +183,26 @@ def _distinct(values: pa.ChunkedArray) -> float:
     return sampled_distinct(values.take(pa.array(indices)), rows)
 
 
+def row_sample(values: pa.ChunkedArray | pa.Array, size: int = PREDICATE_SAMPLE_ROWS,
+               ) -> pa.ChunkedArray:
+    """At most ``size`` rows of ``values``, NULLs included (a predicate's fraction counts
+    them as rejected), drawn at random without replacement and kept in order: spread over
+    the whole column, so a sorted or clustered column is not judged by its start; the same
+    rows every registration (a fixed seed), so plans do not change from run to run.
+
+    Example:
+        >>> len(row_sample(pa.array(range(10_000)), 100)), len(row_sample(pa.array([1]), 100))
+        (100, 1)
+    """
+    if isinstance(values, pa.Array):
+        values = pa.chunked_array([values])
+    rows = len(values)
+    if rows <= size:
+        return values
+    rng = np.random.default_rng(0x5EED)
+    return values.take(pa.array(np.sort(rng.choice(rows, size=size, replace=False))))
+
+
 def sampled_distinct(sample: pa.ChunkedArray | pa.Array, rows: int) -> float:
     """Distinct non-NULL values of a column of ``rows`` rows from a sample of them, with
     Haas et al.'s first-order jackknife, D = d / (1 - (1 - q) f1 / n) ("Sampling-based
@@ -256,4 +286,4 @@ def clustered_distinct(sample_distinct: int, sample_rows: int, rows: int) -> flo
 
 
 __all__ = ["ColumnStatistics", "clustered_distinct", "disjoint_ranges", "from_arrow",
-           "from_row_groups", "position", "range_distinct", "sampled_distinct"]
+           "from_row_groups", "position", "range_distinct", "row_sample", "sampled_distinct"]

@@ -3,7 +3,10 @@
     scan      the source's row count (Parquet metadata, memory tables; 1e6 when unknown)
     filter    x selectivity: ranges interpolated between the column's min and max, equality
               1/NDV, IS NULL the null fraction, IN (k values) k/NDV, OR and NOT combined as
-              independent events; a conjunct nothing is known about keeps ``DEFAULT_*``
+              independent events; a predicate of one column those rules cannot judge (LIKE,
+              a function of the column, a string range) the fraction of the source's
+              column sample it keeps (``sampled_fraction``); a LIKE prefix outside the
+              column's min/max nothing; a conjunct nothing is known about keeps ``DEFAULT_*``
     join      |L| x |R| / max(NDV(l), NDV(r)), NDVs over the keys' whole source columns
               (filters shrink |L| and |R|), composite keys with backoff; outer joins
               at least their preserved side; semi |L| x min(1, NDV(r)/NDV(l)), anti the rest
@@ -24,6 +27,10 @@ import math
 import weakref
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plansight.engine.errors import PlansightError
 from plansight.engine.logical import plan as lp
 from plansight.engine.logical.expr import (
     Call,
@@ -35,6 +42,7 @@ from plansight.engine.logical.expr import (
     split_conjunction,
     walk,
 )
+from plansight.engine.physical.expressions import evaluate_predicate
 from plansight.engine.statistics import ColumnStatistics
 
 #: rows of a source that cannot say (a table function, a source without a row count)
@@ -53,6 +61,11 @@ MIN_SELECTIVITY = 1e-4
 
 _FLIPPED = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte", "eq": "eq", "neq": "neq"}
 _RANGE = ("lt", "lte", "gt", "gte")
+#: functions the statistics judge (ranges, 1/NDV, null counts) or that only combine
+#: conjuncts: a conjunct calling any other function is judged on its column's sample
+_JUDGED = frozenset({"and", "or", "not", *_FLIPPED, "in_list", "is_null", "is_not_null"})
+#: sampled fractions kept per source (key: column name and predicate); bounded
+_MAX_SAMPLED = 1024
 
 # estimates of plan nodes (immutable, compared by identity) already computed: the join
 # reorderer and the planner ask for every node, and each estimate recurses to the scans
@@ -244,9 +257,102 @@ def _range_fraction(column: Column, low: Any, high: Any, low_inclusive: bool,
     stats = column_statistics(column, plan)
     assert stats is not None
     fraction = stats.fraction_between(low, high, low_inclusive, high_inclusive)
-    if fraction is None:  # strings: no number line to interpolate on
+    if fraction is None:  # strings: no number line to interpolate on, but perhaps a sample
+        sampled = _sampled_range(column, low, high, low_inclusive, high_inclusive, plan)
+        if sampled is not None:
+            return sampled  # the sample's NULLs are among the rows it rejects
         fraction = DEFAULT_SELECTIVITY["lt"] ** ((low is not None) + (high is not None))
     return fraction * (1.0 - _null_fraction(column, plan))
+
+
+def _sampled_range(column: Column, low: Any, high: Any, low_inclusive: bool,
+                   high_inclusive: bool, plan: lp.LogicalPlan) -> float | None:
+    """The fraction of ``column``'s source sample inside the range, or None without one."""
+    sample = _column_sample(column, plan)
+    if sample is None:
+        return None
+    try:
+        kept = pc.is_valid(sample)
+        for value, inclusive, op in ((low, low_inclusive, ("greater", "greater_equal")),
+                                     (high, high_inclusive, ("less", "less_equal"))):
+            if value is not None:
+                bound = pa.scalar(value, sample.type)
+                kept = pc.and_kleene(kept, pc.call_function(op[inclusive], [sample, bound]))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    return _sample_fraction(pc.sum(pc.fill_null(kept, False)).as_py() or 0, len(sample))
+
+
+def _column_sample(column: Column, plan: lp.LogicalPlan) -> pa.ChunkedArray | None:
+    """The source's sample of ``column`` (``TableSource.column_sample``), None when the
+    column is computed, the source keeps none or it is empty."""
+    found = _origin(plan, column.id)
+    if found is None:
+        return None
+    sample = found[0].source.column_sample(found[1])
+    return sample if sample is not None and len(sample) else None
+
+
+def _sample_fraction(kept: int, size: int) -> float:
+    """``kept`` of ``size`` sampled rows as a fraction; none kept is read as half a row:
+    the sample says the fraction is below about 1/size, not that it is zero."""
+    return max(kept, 0.5) / size
+
+
+def sampled_fraction(conjunct: Expr, plan: lp.LogicalPlan | None) -> float | None:
+    """The fraction of rows ``conjunct`` keeps, evaluated on the sample its source keeps of
+    the one column it reads (NULLs in the sample count as rejected, as WHERE does), or None
+    when it reads several columns or none, is volatile, has a statistics rule (only
+    comparisons, IN, IS NULL and their AND/OR/NOT), or no sample exists. A LIKE that a
+    constant guessed at 1/4 kept 5.4% of TPC-H Q9's parts ('%green%'): four times too
+    many, enough to build a hash join on the 1.5M orders rather than the filtered parts.
+    Cached per source, column and predicate: the join reorderer asks again and again."""
+    if plan is None or not isinstance(conjunct, Call) or is_volatile(conjunct):
+        return None
+    nodes = list(walk(conjunct))
+    if all(not isinstance(n, Call) or n.func in _JUDGED for n in nodes):
+        return None
+    columns = {n.id: n for n in nodes if isinstance(n, Column)}
+    if len(columns) != 1:
+        return None
+    column = next(iter(columns.values()))
+    found = _origin(plan, column.id)
+    if found is None:
+        return None
+    scan, name = found
+    cache = scan.source.__dict__.setdefault("_sampled_fractions", {})
+    key = (name, conjunct)
+    if key in cache:
+        return cache[key]
+    sample = _column_sample(column, plan)
+    fraction = None
+    if sample is not None:
+        try:
+            mask = evaluate_predicate(conjunct, pa.table({column.field_name: sample}))
+            fraction = _sample_fraction(pc.sum(mask).as_py() or 0, len(sample))
+        except (PlansightError, pa.ArrowException):
+            fraction = None  # e.g. a cast that fails on some value: the defaults judge
+    if len(cache) >= _MAX_SAMPLED:
+        cache.clear()
+    cache[key] = fraction
+    return fraction
+
+
+def _prefix_outside(conjunct: Call, stats: ColumnStatistics) -> bool:
+    """Whether ``column LIKE 'abc%'`` can keep no row: no string starting with the pattern's
+    literal prefix lies between the column's min and max."""
+    if conjunct.func != "like" or len(conjunct.args) < 2 or \
+            not isinstance(conjunct.args[1], Literal) or \
+            not isinstance(conjunct.args[1].value, str) or \
+            not isinstance(stats.min, str) or not isinstance(stats.max, str):
+        return False
+    pattern = conjunct.args[1].value
+    cut = min((i for i in (pattern.find(c) for c in "%_\\") if i >= 0), default=len(pattern))
+    prefix = pattern[:cut]
+    if not prefix:
+        return False
+    # strings starting with prefix are >= prefix, and their first len(prefix) characters equal it
+    return prefix > stats.max or stats.min[:len(prefix)] > prefix
 
 
 def _conjunct(conjunct: Expr, plan: lp.LogicalPlan | None) -> float:
@@ -255,6 +361,9 @@ def _conjunct(conjunct: Expr, plan: lp.LogicalPlan | None) -> float:
     func = conjunct.func
     if func == "and":
         return selectivity(conjunct, plan)
+    sampled = sampled_fraction(conjunct, plan)
+    if sampled is not None:
+        return sampled
     if func == "or":
         kept = 1.0
         for arg in conjunct.args:
@@ -269,6 +378,8 @@ def _conjunct(conjunct: Expr, plan: lp.LogicalPlan | None) -> float:
         else None
     if stats is None:
         return DEFAULT_SELECTIVITY.get(func, DEFAULT_FILTER_SELECTIVITY)
+    if _prefix_outside(conjunct, stats):
+        return MIN_SELECTIVITY
     if func in ("is_null", "is_not_null") and stats.null_count is not None:
         nulls = _null_fraction(column, plan)
         return nulls if func == "is_null" else 1.0 - nulls
