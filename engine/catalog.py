@@ -121,6 +121,12 @@ class TableSource:
         """None: CSV and IPC sources would have to read their files to sample them."""
         return None
 
+    def __getstate__(self) -> dict:
+        # the samples serve the planner only: a source shipped to a worker leaves them
+        # behind (4096 strings a column would ride along with every task)
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_column_samples", "_sampled_fractions")}
+
     def _compute_column_statistics(self, column: str) -> ColumnStatistics | None:
         """From the units' statistics (file metadata): no data is read."""
         try:
@@ -695,7 +701,9 @@ class DataFrameSource(MemorySource):
         self.schema = pa.schema(fields)
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+        state = super().__getstate__()
+        state.pop("_lock", None)
+        return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
