@@ -99,3 +99,35 @@ def test_ranged_encoding_over_many_batches_numbers_in_first_appearance_order(wor
     distinct = len(expected.dictionary)
     assert count == distinct + 1
     assert codes.tolist() == expected.indices.fill_null(distinct).to_pylist()
+
+
+@pytest.mark.parametrize("typ", [pa.int32(), pa.int64(), pa.float64()])
+def test_pieces_scatter_back_to_input_order_with_nulls_in_some_pieces(typ):
+    """The result pieces are written back to their rows on their own threads: every row gets
+    its piece's value and validity, NULLs only where a piece had them (one piece without any,
+    one empty, one sliced)."""
+    from plansight.engine.physical.windows.window_hash_agg import _scatter_primitive
+
+    rng = np.random.default_rng(3)
+    perm = rng.permutation(40).astype(np.int64)
+    permuted = [None if i % 5 == 0 and i >= 20 else i * 3 for i in range(40)]
+    sliced = pa.array([99] + permuted[25:40], typ).slice(1)
+    pieces = [pa.array(permuted[:20], typ), pa.array([], typ), pa.array(permuted[20:25], typ),
+              sliced]
+    scattered = _scatter_primitive(pieces, perm)
+    expected = [None] * 40
+    for position, row in enumerate(perm):
+        expected[row] = permuted[position]
+    assert scattered.type == typ and scattered.to_pylist() == expected
+
+
+def test_windows_sharing_an_argument_gather_it_per_piece_alike():
+    """Two windows over the same argument and permutation, evaluated in pieces: each piece's
+    rows are gathered once and all read them (DuckDB agrees; ties broken by id)."""
+    sql = ("SELECT p, o, v, SUM(v) OVER (PARTITION BY p ORDER BY o, id ROWS 2 PRECEDING) AS s, "
+           "LAG(v) OVER (PARTITION BY p ORDER BY o, id) AS l, "
+           "MIN(v) OVER (PARTITION BY p ORDER BY o, id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) "
+           "AS m FROM t")
+    for partitions in (1, 2, 3, 8):
+        check(sql, {"t": _with_string_keys(TABLES["tiny_partitions"])}, batch_size=7,
+              target_partitions=partitions)

@@ -251,8 +251,11 @@ class HashWindowAggExec(ExecutionPlan):
                 state.never_null(arguments[0]):
             # COUNT of a column without NULLs counts rows: nothing to permute
             func, arguments = "count_star", []
+        # arguments are evaluated here and gathered into the permuted order by the threads,
+        # each its own rows (Arrow's take releases the GIL): the gather of a whole column on
+        # one thread left the other core idle
         args = [pa.scalar(a.value, a.type) if isinstance(a, Literal) else
-                state.permuted(a, perm) for a in arguments]
+                (state.column(a), a) for a in arguments]
         # a whole-partition frame ignores the order: the permutation may not follow it
         order_by = [] if plan.whole or not _needs_order_keys(window) else list(window.order_by)
         frame = None if plan.whole else window.frame
@@ -292,7 +295,8 @@ class HashWindowAggExec(ExecutionPlan):
                 return array if isinstance(array, pa.Scalar) else \
                     array.slice(start, stop - start)
             return evaluate_window(
-                func, [rows(a) for a in args],
+                func, [a if isinstance(a, pa.Scalar) else
+                       state.permuted_rows(a[1], perm, start, stop) for a in args],
                 partition_starts=perm.starts[first:end + 1] - start,
                 order_keys=[rows(k) for k in order_keys], descending=descending,
                 nulls_first=nulls_first, frame=frame, distinct=window.distinct,
@@ -368,6 +372,10 @@ class _Permutation:
     def take(self, values: pa.Array) -> pa.Array:
         return values.take(self._indices)
 
+    def indices(self, start: int, stop: int) -> pa.Array:
+        """The input rows of permuted rows ``start``..``stop - 1``, to gather by."""
+        return self._indices.slice(start, stop - start)
+
     def scatter(self, pieces: list[pa.Array]) -> pa.Array:
         """``pieces`` (the permuted order's rows, in consecutive runs) back in input order."""
         scattered = _scatter_primitive(pieces, self.perm)
@@ -417,19 +425,21 @@ def _scatter_primitive(pieces: list[pa.Array], perm: np.ndarray) -> pa.Array | N
         return None
     dtype = typ.to_pandas_dtype()
     result = np.empty(len(perm), dtype=dtype)
-    valid = None
-    at = 0
-    for piece in pieces:
+    valid = np.ones(len(perm), dtype=bool) if any(p.null_count for p in pieces) else None
+    starts = np.cumsum([0] + [len(p) for p in pieces])
+
+    def write(piece: pa.Array, at: int) -> None:
         if len(piece) == 0:
-            continue
+            return
         rows = perm[at:at + len(piece)]
         result[rows] = np.frombuffer(piece.buffers()[1], dtype=dtype, count=len(piece),
                                      offset=piece.offset * typ.bit_width // 8)
         if piece.null_count:
-            if valid is None:
-                valid = np.ones(len(perm), dtype=bool)
             valid[rows] = piece.is_valid().to_numpy(zero_copy_only=False)
-        at += len(piece)
+
+    # the pieces write disjoint rows: each on its own thread (numpy's indexed assignment
+    # releases the GIL), as the threads that computed them did
+    run_concurrently([lambda p=p, at=int(at): write(p, at) for p, at in zip(pieces, starts)])
     return pa.array(result, type=typ, mask=None if valid is None else ~valid)
 
 
@@ -440,6 +450,7 @@ class _State:
         self.table, self.workers = table, workers
         self._columns: dict[Expr, pa.Array] = {}
         self._taken: dict[tuple[Expr, int], pa.Array] = {}
+        self._taken_rows: dict[tuple[Expr, int, int, int], pa.Array] = {}
         self._ranks: dict[SortKey, np.ndarray] = {}
         self._codes: dict[frozenset, tuple[np.ndarray, int]] = {}
         self._perms: dict[tuple[_Sort, bool], _Permutation] = {}
@@ -455,6 +466,22 @@ class _State:
         if key not in self._taken:
             self._taken[key] = perm.take(self.column(expr))
         return self._taken[key]
+
+    def permuted_rows(self, expr: Expr, perm: _Permutation, start: int, stop: int
+                      ) -> pa.Array:
+        """Rows ``start``..``stop - 1`` of ``permuted(expr, perm)``, gathered alone (a slice
+        when the whole column was gathered already). Called from the evaluation threads:
+        ``expr`` must have been evaluated (``column``) before; each range is cached, so
+        windows sharing an argument and a permutation (split alike) gather it once."""
+        whole = self._taken.get((expr, id(perm)))
+        if whole is not None:
+            return whole.slice(start, stop - start)
+        key = (expr, id(perm), start, stop)
+        taken = self._taken_rows.get(key)
+        if taken is None:
+            taken = self._columns[expr].take(perm.indices(start, stop))
+            self._taken_rows[key] = taken
+        return taken
 
     def ranks(self, key: SortKey) -> np.ndarray:
         if key not in self._ranks:
