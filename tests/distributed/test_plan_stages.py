@@ -100,22 +100,22 @@ EXPECTED = {
 13 CoalescePartitionsExec
 14 ShuffleReaderExec: stage=1, passthrough, partitions=4
 15 ShuffleWriterExec: stage=1, partitioning=passthrough
-14 HashJoinExec: mode=CollectLeft
-15 CoalescePartitionsExec
-16 ShuffleReaderExec: stage=2, passthrough, partitions=4
-17 ShuffleWriterExec: stage=2, partitioning=passthrough
-17 HashJoinExec: mode=CollectLeft
-18 CoalescePartitionsExec
-19 ShuffleReaderExec: stage=5, passthrough, partitions=4
-20 ShuffleWriterExec: stage=5, partitioning=passthrough
-22 HashJoinExec: mode=CollectLeft
-23 CoalescePartitionsExec
-24 ShuffleReaderExec: stage=3, passthrough, partitions=4
-25 ShuffleWriterExec: stage=3, partitioning=passthrough
+13 HashJoinExec: mode=CollectLeft
+14 CoalescePartitionsExec
+15 ShuffleReaderExec: stage=5, passthrough, partitions=4
+16 ShuffleWriterExec: stage=5, partitioning=passthrough
+19 HashJoinExec: mode=CollectLeft
+20 CoalescePartitionsExec
+21 ShuffleReaderExec: stage=4, passthrough, partitions=4
+22 ShuffleWriterExec: stage=4, partitioning=passthrough
 24 HashJoinExec: mode=CollectLeft
 25 CoalescePartitionsExec
-26 ShuffleReaderExec: stage=4, passthrough, partitions=4
-27 ShuffleWriterExec: stage=4, partitioning=passthrough
+26 ShuffleReaderExec: stage=2, passthrough, partitions=4
+27 ShuffleWriterExec: stage=2, partitioning=passthrough
+26 HashJoinExec: mode=CollectLeft
+27 CoalescePartitionsExec
+28 ShuffleReaderExec: stage=3, passthrough, partitions=4
+29 ShuffleWriterExec: stage=3, partitioning=passthrough
 """,
 }
 
