@@ -318,6 +318,18 @@ CASES = {
     "distinct-of-nans-with-either-sign":
         "SELECT DISTINCT g > 1, x FROM (SELECT g, var_pop(f) - var_pop(f) AS x FROM c "
         "GROUP BY g UNION ALL SELECT g, n FROM c)",
+    # NaN equals NaN in window partitions and peer groups, whatever its sign bit: the sorted
+    # executor split runs with IEEE's NaN != NaN, so every NaN row was a partition of its
+    # own, and EXCEPT ALL (row_number per value) removed every left NaN (seed 9702, 6477)
+    "except-all-of-a-nan-constant":
+        "SELECT 'nan'::DOUBLE AS x FROM c EXCEPT ALL SELECT -n FROM c",
+    "intersect-all-of-nans-with-either-sign":
+        "SELECT n FROM c INTERSECT ALL SELECT -n FROM c",
+    "window-partitions-and-peers-of-nans":
+        "SELECT g, n, count(*) OVER (PARTITION BY n), count(*) OVER (PARTITION BY -n), "
+        "rank() OVER (PARTITION BY -n ORDER BY g), dense_rank() OVER (ORDER BY -n), "
+        "count(*) OVER (PARTITION BY 'nan'::DOUBLE), "
+        "sum(g) OVER (ORDER BY -n GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM c",
     "shared-constant-cube-over-empty":
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d UNION ALL "
         "SELECT d.id FROM (SELECT 1 AS c FROM e GROUP BY CUBE (e.v)) a, d",

@@ -17,7 +17,8 @@ from plansight.engine.logical.expr import SortKey, WindowCall
 
 
 def partition_starts(keys: list[pa.Array], num_rows: int) -> np.ndarray:
-    """Start row of every run of equal ``keys`` (NULLs equal each other), plus ``num_rows``.
+    """Start row of every run of equal ``keys`` (NULLs equal each other, NaNs too), plus
+    ``num_rows``.
 
     Example:
         >>> partition_starts([pa.array(["a", "a", None, None, "b"])], 5).tolist()
@@ -32,6 +33,11 @@ def partition_starts(keys: list[pa.Array], num_rows: int) -> np.ndarray:
             break
         previous, current = key.slice(0, num_rows - 1), key.slice(1)
         differs = pc.not_equal(current, previous)
+        if pa.types.is_floating(key.type):
+            # NaN equals NaN, whatever its sign bit, as in DuckDB's partitions and peers
+            # (IEEE's NaN != NaN made every NaN row a partition of its own)
+            both_nan = pc.and_(pc.is_nan(current), pc.is_nan(previous))
+            differs = pc.and_(differs, pc.invert(both_nan))
         if key.null_count:
             # NULL vs value differs; NULL vs NULL does not
             null_change = pc.xor(current.is_null(), previous.is_null())
