@@ -66,6 +66,25 @@ def test_scan_reaching_a_build_side_through_a_probe_and_a_repartition_widens():
     assert "batch_rows=" not in _scan_line(plan, "big")
 
 
+@pytest.mark.parametrize("partitions", [1, 2])
+@pytest.mark.parametrize("exists", ["EXISTS", "NOT EXISTS"])
+def test_probe_scan_of_a_left_semi_or_anti_join_widens(exists, partitions):
+    # the build side (d) is what these joins emit; the probe rows only mark it
+    plan = _session(partitions).sql(f"SELECT name FROM d WHERE {exists} "
+                                    "(SELECT 1 FROM t WHERE t.k = d.k AND t.v > 3)").explain()
+    join = "left_anti" if exists == "NOT EXISTS" else "left_semi"
+    assert f"HashJoinExec: mode=CollectLeft, join_type={join}" in plan
+    assert f"batch_rows={8192 * AGGREGATE_BATCH_FACTOR}" in _scan_line(plan, "t")
+
+
+def test_probe_scan_of_a_right_anti_join_keeps_batch_size():
+    # right anti emits the probe rows themselves: they stream to the result
+    plan = _session(2).sql("SELECT v FROM t WHERE NOT EXISTS "
+                           "(SELECT 1 FROM d WHERE t.k = d.k)").explain()
+    assert "join_type=right_anti" in plan
+    assert "batch_rows=" not in _scan_line(plan, "t")
+
+
 @pytest.mark.parametrize("sql", [
     "SELECT k, v FROM t ORDER BY v",                                    # no aggregate
     "SELECT k, sum(v) OVER (PARTITION BY k) FROM t",                    # window
@@ -107,6 +126,9 @@ def _tables():
     "SELECT t.k, t.v, d.name FROM t JOIN d ON t.k = d.k WHERE t.v > 20",
     "SELECT d.name, t.s FROM d LEFT JOIN (SELECT * FROM t WHERE v < 50) AS t ON t.k = d.k",
     "SELECT e.k FROM e RIGHT JOIN t ON e.k = t.k",
+    "SELECT name FROM d WHERE EXISTS (SELECT 1 FROM t WHERE t.k = d.k AND t.v > 3)",
+    "SELECT name FROM d WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.k = d.k AND t.v > 90)",
+    "SELECT k FROM d WHERE k NOT IN (SELECT k FROM t WHERE v > 95)",
 ])
 def test_results_match_duckdb(sql, partitions, batch_size):
     check(sql, _tables(), target_partitions=partitions, batch_size=batch_size)
