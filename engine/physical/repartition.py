@@ -103,14 +103,28 @@ def hash_rows(arrays: list[pa.Array], seed: int = int(_SEED)) -> np.ndarray:
     return h
 
 
+#: targets up to which a batch is split by one filter per target: Arrow's filter copies
+#: each column in order, where the argsort's take gathers rows at random; splitting a
+#: 64K-row batch of TPC-H part (two string columns) two ways took 1.8 ms against 2.4 ms,
+#: three ways 2.0 against 3.1, and eight ways about the same either way
+FILTER_TARGETS = 4
+
+
 def split_by_target(batch: pa.RecordBatch, targets: np.ndarray, count: int):
     """(target, rows of ``batch`` routed there) for each non-empty target in ``range(count)``.
 
-    One stable argsort and one ``take`` per batch, then zero-copy slices; a batch whose rows
-    all go to one target is passed on untouched. Row order within a target is kept.
+    Up to ``FILTER_TARGETS`` targets, one ``filter`` per target; beyond, one stable argsort
+    and one ``take`` per batch, then zero-copy slices. A batch whose rows all go to one
+    target is passed on untouched. Row order within a target is kept.
     """
     if len(targets) and (targets == targets[0]).all():
         yield int(targets[0]), batch
+        return
+    if count <= FILTER_TARGETS:
+        for target in range(count):
+            mask = targets == target
+            if mask.any():
+                yield target, batch.filter(pa.array(mask))
         return
     order = np.argsort(targets, kind="stable")
     counts = np.bincount(targets, minlength=count)

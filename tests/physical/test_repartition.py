@@ -15,7 +15,12 @@ from plansight.engine.exec.events import EventBus, RepartitionOutput
 from plansight.engine.exec.memory_pool import MemoryPool
 from plansight.engine.logical.expr import Column
 from plansight.engine.physical.plan import ExecutionPlan, Partitioning
-from plansight.engine.physical.repartition import RepartitionExec, hash_rows
+from plansight.engine.physical.repartition import (
+    FILTER_TARGETS,
+    RepartitionExec,
+    hash_rows,
+    split_by_target,
+)
 from tests.differential.harness import check
 
 SCHEMA = pa.schema([("input#1", pa.int64()), ("seq#2", pa.int64()), ("key#3", pa.int64())])
@@ -138,15 +143,47 @@ def test_a_batch_whose_rows_all_go_to_one_partition_is_passed_on_untouched():
 
 
 def test_big_pieces_are_slices_of_one_take_not_copies():
-    """Pieces of at least half a batch are not concatenated: they share the taken buffer."""
+    """Beyond FILTER_TARGETS partitions, pieces of at least half a batch are not
+    concatenated: they share the taken buffer."""
     ctx, _ = _ctx(batch_size=1000)
-    source = Batches(1, 1, 4000, key=lambda i, seq: seq)
-    plan = RepartitionExec(source, "hash", 2, (KEY,))
+    partitions = FILTER_TARGETS + 4
+    source = Batches(1, 1, 4000 * partitions, key=lambda i, seq: seq)
+    plan = RepartitionExec(source, "hash", partitions, (KEY,))
     outputs = _read_all(plan, ctx)
-    assert [len(out) for out in outputs] == [1, 1]
-    assert all(out[0].column(1).offset > 0 or out[0].num_rows < 4000 for out in outputs)
+    assert [len(out) for out in outputs] == [1] * partitions
     addresses = {out[0].column(1).buffers()[1].address for out in outputs}
     assert len(addresses) == 1
+
+
+@pytest.mark.parametrize("partitions", range(2, FILTER_TARGETS + 1))
+def test_few_targets_get_one_filtered_batch_each_in_input_order(partitions):
+    """Up to FILTER_TARGETS partitions a batch is split by one filter per target: each
+    partition gets its rows as one batch, in input order, and every row goes somewhere."""
+    ctx, _ = _ctx(batch_size=1000)
+    source = Batches(1, 1, 4000, key=lambda i, seq: seq)
+    plan = RepartitionExec(source, "hash", partitions, (KEY,))
+    outputs = _read_all(plan, ctx)
+    assert [len(out) for out in outputs] == [1] * partitions
+    seqs = [out[0].column(1).to_pylist() for out in outputs]
+    assert all(seq == sorted(seq) for seq in seqs)
+    assert sorted(v for seq in seqs for v in seq) == list(range(4000))
+    targets = hash_rows([pa.array(range(4000), pa.int64())]) % np.uint64(partitions)
+    assert all(set(targets[seq].tolist()) == {p} for p, seq in enumerate(seqs))
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, FILTER_TARGETS, FILTER_TARGETS + 1, 16])
+def test_split_by_target_keeps_each_targets_rows_in_order(count):
+    rng = np.random.default_rng(count)
+    batch = pa.record_batch({"v": np.arange(1000), "s": [f"s{i}" for i in range(1000)]})
+    targets = rng.integers(0, count, 1000).astype(np.int64)
+    targets[:10] = count - 1  # the last target is never empty
+    pieces = list(split_by_target(batch, targets, count))
+    assert [t for t, _ in pieces] == sorted({int(t) for t in targets})
+    for target, piece in pieces:
+        expected = np.flatnonzero(targets == target)
+        assert piece.column(0).to_pylist() == expected.tolist()
+        assert piece.column(1).to_pylist() == [f"s{i}" for i in expected]
+    assert list(split_by_target(batch.slice(0, 0), targets[:0], count)) == []
 
 
 def test_round_robin_deals_whole_batches_with_a_staggered_start_per_input():
