@@ -29,8 +29,11 @@ class _NoFingerprint(Exception):
     pass
 
 
-def fingerprint(plan: lp.LogicalPlan) -> tuple | None:
+def fingerprint(plan: lp.LogicalPlan, loose: bool = False) -> tuple | None:
     """The subplan's key (hashable), or None when it cannot be compared.
+
+    ``loose``: the key of a tree of joins, filters and scans whatever columns its scans
+    read (see ``repeated_joins``); None for any other node.
 
     Example:
         >>> import pyarrow as pa
@@ -41,7 +44,7 @@ def fingerprint(plan: lp.LogicalPlan) -> tuple | None:
         >>> fingerprint(scan(1)) == fingerprint(scan(7))
         True
     """
-    walk = _Walk()
+    walk = _Walk(loose)
     try:
         key = walk.key(plan)
     except _NoFingerprint:
@@ -51,17 +54,34 @@ def fingerprint(plan: lp.LogicalPlan) -> tuple | None:
     return key
 
 
+# what a loose key walks through: every output column of these comes from a scan below
+_LOOSE_NODES = (lp.Join, lp.Filter, lp.TableScan)
+
+
 class _Walk:
-    def __init__(self):
-        self.ids: dict[int, int] = {}  # column id -> its number in walk order
+    def __init__(self, loose: bool = False):
+        self.ids: dict[int, object] = {}  # column id -> its number in walk order
         self.defined: set[int] = set()
         self.referenced: set[int] = set()
+        self.loose = loose
+        self.scans = 0
 
     def key(self, value) -> object:
         if isinstance(value, Column):
             self.referenced.add(value.id)
             number = self.ids.setdefault(value.id, len(self.ids))
             return ("column", number, str(value.type), value.nullable)
+        if self.loose and isinstance(value, lp.LogicalPlan):
+            if not isinstance(value, _LOOSE_NODES):
+                raise _NoFingerprint
+            if isinstance(value, lp.TableScan):
+                # a column is (which scan of the walk, which source column): two copies
+                # that read more or fewer columns of a scan still match
+                self.scans += 1
+                for column, name in zip(value.scan_columns, value.projection):
+                    self.defined.add(column.id)
+                    self.ids[column.id] = ("scan", self.scans, name)
+                return ("TableScan", value.table, ("object", id(value.source)), value.fetch)
         if isinstance(value, lp.LogicalPlan):
             self.defined.update(c.id for c in value.columns)
             return (type(value).__name__,) + tuple(
@@ -91,29 +111,55 @@ def repeated_aggregates(plan: lp.LogicalPlan) -> dict[int, tuple]:
     """The Aggregate nodes of ``plan`` (by ``id``) that compute the same rows as another
     one, each with its fingerprint; outermost only (what a repeated aggregate reads is run
     once with it)."""
+    return {node: key for node, (key, _) in repeated_subplans(plan).items()}
+
+
+def repeated_subplans(plan: lp.LogicalPlan, small=None
+                      ) -> dict[int, tuple[tuple, lp.LogicalPlan]]:
+    """The subplans of ``plan`` (by ``id``) that another place of it computes too, each with
+    its key and node; outermost only (what a repeated subplan reads is run once with it).
+
+    Aggregates match by ``fingerprint``. With ``small`` (a node -> bool the planner
+    answers from its estimates), so do joins of scans whose output it calls small, by their
+    loose key (key ``("loose", ...)``): TPC-H Q11 joins partsupp, supplier and GERMANY once
+    under its GROUP BY and once in its HAVING's subquery, which projection pushdown left
+    reading one column fewer of partsupp; the planner runs one join reading the union.
+    """
     found: dict[int, tuple] = {}
+    nodes: dict[int, lp.LogicalPlan] = {}
     counts: dict[tuple, int] = {}
     # A fingerprint walks the whole subtree, so one per Aggregate costs O(nodes x depth)
     # (16 s of a 300-query fuzzer run). Equal fingerprints need equal shapes (subtree size,
-    # output types): only Aggregates whose shape another one shares are fingerprinted.
+    # output types; a join's size and scans): only nodes whose shape another one shares
+    # are fingerprinted.
     shapes: dict[tuple, list[lp.LogicalPlan]] = {}
 
-    def size(node: lp.LogicalPlan) -> int:
-        total = 1 + sum(size(child) for child in node.inputs())
+    def size(node: lp.LogicalPlan) -> tuple[int, tuple]:
+        total, scans = 1, ()
+        for child in node.inputs():
+            child_total, child_scans = size(child)
+            total, scans = total + child_total, scans + child_scans
+        if isinstance(node, lp.TableScan):
+            scans = (id(node.source),)
         if isinstance(node, lp.Aggregate):
-            shape = (total, tuple(str(c.type) for c in node.columns))
+            shape = ("exact", total, tuple(str(c.type) for c in node.columns))
             shapes.setdefault(shape, []).append(node)
-        return total
+        elif small is not None and isinstance(node, lp.Join):
+            shapes.setdefault(("loose", total, scans), []).append(node)
+        return total, scans
 
     size(plan)
-    for nodes in shapes.values():
-        if len(nodes) < 2:
+    for shape, group in shapes.items():
+        if len(group) < 2:
             continue
-        for node in nodes:
-            key = fingerprint(node)
-            if key is not None:
-                found[id(node)] = key
-                counts[key] = counts.get(key, 0) + 1
+        loose = shape[0] == "loose"
+        for node in group:
+            key = fingerprint(node, loose=loose)
+            if key is None or (loose and not small(node)):
+                continue
+            key = ("loose",) + key if loose else key
+            found[id(node)], nodes[id(node)] = key, node
+            counts[key] = counts.get(key, 0) + 1
     outermost: dict[int, tuple] = {}
 
     def mark(node: lp.LogicalPlan) -> None:
@@ -128,4 +174,4 @@ def repeated_aggregates(plan: lp.LogicalPlan) -> dict[int, tuple]:
     readers: dict[tuple, int] = {}
     for key in outermost.values():
         readers[key] = readers.get(key, 0) + 1
-    return {node: key for node, key in outermost.items() if readers[key] >= 2}
+    return {node: (key, nodes[node]) for node, key in outermost.items() if readers[key] >= 2}

@@ -8,6 +8,7 @@ before they use it, so batch boundaries below them do not matter:
     AggregateExec (hash)          gathers ~1M-row tables before grouping
     HashJoinExec build side       collects every row before the first probe
     left semi / anti probe side   only marks build rows: it emits them after the last probe
+    SharedExec                    keeps a partition's batches before its readers replay them
 
 The scan under such a collector, and the streaming operators in between (projections,
 filters, the probe side of a hash join, repartitions, partition coalescing), see fewer,
@@ -33,17 +34,19 @@ from plansight.engine.physical.plan import ExecutionPlan
 from plansight.engine.physical.projection import ProjectionExec
 from plansight.engine.physical.repartition import RepartitionExec
 from plansight.engine.physical.scan import DataSourceExec
+from plansight.engine.physical.shared import SharedExec
 
 AGGREGATE_BATCH_FACTOR = 8
 
 
 def widen_scan_batches(plan: ExecutionPlan, config: SessionConfig) -> ExecutionPlan:
     """Set ``batch_rows`` on the scans whose rows stream into a hash aggregate, a hash
-    join's build side or the probe side of a left semi or anti hash join (in place: the
-    scans are this plan's own)."""
+    join's build side, the probe side of a left semi or anti hash join or a SharedExec (in
+    place: the scans are this plan's own)."""
     rows = config.batch_size * AGGREGATE_BATCH_FACTOR
     for _, node in plan.walk():
-        if isinstance(node, AggregateExec) and not node.sorted_prefix:
+        if isinstance(node, AggregateExec) and not node.sorted_prefix or \
+                isinstance(node, SharedExec):
             collected = [node.input]
         elif isinstance(node, HashJoinExec):
             collected = [node.left]
