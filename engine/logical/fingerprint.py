@@ -32,8 +32,9 @@ class _NoFingerprint(Exception):
 def fingerprint(plan: lp.LogicalPlan, loose: bool = False) -> tuple | None:
     """The subplan's key (hashable), or None when it cannot be compared.
 
-    ``loose``: the key of a tree of joins, filters and scans whatever columns its scans
-    read (see ``repeated_joins``); None for any other node.
+    ``loose``: the key of a tree of joins, filters, scans and column selections
+    (``is_selection``) whatever columns its scans read and its selections keep (see
+    ``repeated_subplans``); None for a tree with any other node.
 
     Example:
         >>> import pyarrow as pa
@@ -55,7 +56,14 @@ def fingerprint(plan: lp.LogicalPlan, loose: bool = False) -> tuple | None:
 
 
 # what a loose key walks through: every output column of these comes from a scan below
-_LOOSE_NODES = (lp.Join, lp.Filter, lp.TableScan)
+_LOOSE_NODES = (lp.Join, lp.Filter, lp.TableScan, lp.Projection)
+
+
+def is_selection(node: lp.LogicalPlan) -> bool:
+    """A projection that passes some of its input's columns through unchanged (what
+    projection pushdown puts above a filter whose column nothing else reads)."""
+    return isinstance(node, lp.Projection) and all(
+        isinstance(e, Column) and e.id == o.id for e, o in zip(node.exprs, node.outputs))
 
 
 class _Walk:
@@ -72,8 +80,11 @@ class _Walk:
             number = self.ids.setdefault(value.id, len(self.ids))
             return ("column", number, str(value.type), value.nullable)
         if self.loose and isinstance(value, lp.LogicalPlan):
-            if not isinstance(value, _LOOSE_NODES):
+            if not isinstance(value, _LOOSE_NODES) or \
+                    isinstance(value, lp.Projection) and not is_selection(value):
                 raise _NoFingerprint
+            if isinstance(value, lp.Projection):  # whichever columns it keeps
+                return ("Selection", self.key(value.input))
             if isinstance(value, lp.TableScan):
                 # a column is (which scan of the walk, which source column): two copies
                 # that read more or fewer columns of a scan still match

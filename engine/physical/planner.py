@@ -427,21 +427,39 @@ def _fixed_width(t: pa.DataType) -> bool:
 
 def _widened(copies: list[lp.LogicalPlan]) -> lp.LogicalPlan:
     """The first copy of a repeated join of scans (equal loose fingerprints: the same tree
-    but for the columns each scan reads), its scans reading every column some copy reads:
-    the first copy's columns, then the others' under the column of the copy that first
-    reads them."""
-    first = copies[0]
-    scans = [_scans(copy) for copy in copies]
-    wider = {}
-    for position, scan in enumerate(scans[0]):
-        columns, names = list(scan.scan_columns), list(scan.projection)
-        for other in scans[1:]:
-            for column, name in zip(other[position].scan_columns, other[position].projection):
-                if name not in names:
-                    columns.append(column)
-                    names.append(name)
-        wider[id(scan)] = replace(scan, scan_columns=tuple(columns), projection=tuple(names))
-    return lp.transform_plan(first, lambda n: wider.get(id(n), n))
+    but for the columns its scans read and its selections keep), its scans reading and
+    its selections keeping every column some copy does: the first copy's columns, then
+    the others' (under the column of the copy that first reads them)."""
+    origins = [dict(zip((c.id for s in _scans(copy) for c in s.scan_columns),
+                        _origins(copy, [c for s in _scans(copy) for c in s.scan_columns])))
+               for copy in copies]
+    by_origin: dict[tuple[int, str], Column] = {}
+
+    def widen(nodes: list[lp.LogicalPlan]) -> lp.LogicalPlan:
+        first = nodes[0]
+        if isinstance(first, lp.TableScan):
+            columns, names = [], []
+            for node in nodes:
+                for column, name in zip(node.scan_columns, node.projection):
+                    if name not in names:
+                        columns.append(column)
+                        names.append(name)
+            for column, name in zip(columns, names):
+                by_origin[origins[0][first.scan_columns[0].id][0], name] = column
+            return replace(first, scan_columns=tuple(columns), projection=tuple(names))
+        inputs = tuple(widen([node.inputs()[i] for node in nodes])
+                       for i in range(len(first.inputs())))
+        if isinstance(first, lp.Projection):  # a selection: the union of what they keep
+            kept: list[Column] = []
+            for node, where in zip(nodes, origins):
+                for column in node.outputs:
+                    wide = by_origin[where[column.id]]
+                    if all(wide.id != k.id for k in kept):
+                        kept.append(wide)
+            return lp.Projection(inputs[0], tuple(kept), tuple(kept))
+        return first.with_inputs(inputs)
+
+    return widen(copies)
 
 
 def _origins(node: lp.LogicalPlan, columns) -> list[tuple[int, str]]:

@@ -11,11 +11,20 @@ the memory pool: they cannot spill); every reader replays them, under its own co
 The batches are released when the last reader has them, or when the query ends (a reader
 that never runs, such as the probe side of a join whose build is empty).
 
-Only aggregates are shared: their output is usually small next to what they read, and it
-is complete before the first row comes out anyway, so keeping it costs little and waits
-for nothing. Dynamic filters stop here (a filter one reader's join derives must not shrink
-what the others see), and so do order requirements: a reader gets the rows in the order
-the subplan made them.
+Aggregates are shared: their output is usually small next to what they read, and it is
+complete before the first row comes out anyway, so keeping it costs little and waits for
+nothing. So are joins of scans (filters and column selections between) when the planner
+estimates their output small next to the largest table they read and in bytes (planner.py,
+SHARED_JOIN_MAX_*): TPC-H Q11's partsupp ⋈ supplier ⋈ GERMANY, once under its GROUP BY and
+once in its HAVING's subquery. Copies that read different columns (projection pushdown
+prunes each for its own use) run one join reading the union; each selects its own columns
+above its SharedExec. The first reader of a partition waits for the whole partition before
+its first row, which a join would otherwise stream: hence only small outputs, and the scans
+below read wide batches (widen_scan_batches). Dynamic filters stop here (a filter one
+reader's join derives must not shrink what the others see), and so do order requirements:
+a reader gets the rows in the order the subplan made them. A refused reservation fails the
+query (ResourcesExhausted); the planner shares no join estimated past a sixteenth of the
+memory limit.
 """
 
 from __future__ import annotations
