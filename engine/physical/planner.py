@@ -411,7 +411,6 @@ class PhysicalPlanner:
         return ProjectionExec(columns, columns, join)
 
 
-
 def _scans(node: lp.LogicalPlan) -> list[lp.TableScan]:
     if isinstance(node, lp.TableScan):
         return [node]

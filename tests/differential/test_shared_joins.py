@@ -113,6 +113,15 @@ def test_large_join_outputs_are_not_shared():
     check(sql, _tables(), target_partitions=2)
 
 
+def test_volatile_joins_are_not_shared():
+    join = "FROM t JOIN s ON t.k = s.k AND random() < 2 WHERE t.v > 90"
+    sql = f"SELECT (SELECT count(*) {join}), (SELECT sum(t.v) {join})"
+    assert _shared(_session().sql(sql).physical) == []
+    # the same joins without random(): shared (the premise of the assertion above)
+    sql = sql.replace(" AND random() < 2", "")
+    assert len(_shared(_session().sql(sql).physical)) == 2
+
+
 def test_a_small_memory_limit_plans_the_copies_apart():
     assert _shared(_session(memory_limit=1000).sql(QUERIES[0]).physical) == []
 
