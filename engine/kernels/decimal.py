@@ -82,13 +82,65 @@ def from_words(words: np.ndarray, valid: np.ndarray | None, to: pa.DataType) -> 
 
 
 @kernel
+def magnitude(values, step, n):
+    """The largest |value| of an operand's ``n`` rows (step 0: its one value), as a double
+    rounded up a little: a bound on what a product or sum of such values can reach. Rows
+    under NULLs count too (their values are arbitrary, so the bound is only safe, not tight)."""
+    low = values[0] if len(values) else 0
+    high = low
+    for i in range(n if step else min(1, len(values))):
+        v = values[i]
+        low = min(low, v)
+        high = max(high, v)
+    return max(-float(low), float(high)) * (1.0 + 1e-9)
+
+
+@kernel
+def _zero_nulls(out, valid):
+    """Zero the words of the rows under NULLs (empty ``valid``: none), after an unchecked
+    loop that computed every row: a test per row kept that loop from vectorizing."""
+    for i in range(len(valid)):
+        if not valid[i]:
+            out[2 * i] = 0
+            out[2 * i + 1] = 0
+
+
+@kernel
 def add_scaled(a, a_step, a_factor, b, b_step, b_factor, valid, bound):
     """(a * a_factor + b * b_factor per row as decimal128 words -- the value, then its sign
     -- no overflow). ``a_step``/``b_step`` 0 repeats a one-element (constant) operand;
     ``valid`` empty means every row is (no mask to read or make); ``bound`` 0 means no
     digit limit. The caller makes sure the rescaled operands fit int64 (from their types).
-    Writing the words here saves the separate ``to_words`` pass over the result."""
+    Writing the words here saves the separate ``to_words`` pass over the result.
+
+    When the operands' magnitudes bound every result below ``bound`` (TPC-H's ``1 - l_discount``
+    and ``1 + l_tax`` always), no row can overflow: a loop without checks, which vectorizes,
+    runs instead of the checked one (2-2.5x faster on TPC-H Q1's batches)."""
     n = max(len(a) * a_step, len(b) * b_step) if len(valid) == 0 else len(valid)
+    limit = float(bound) if bound else 9.0e18
+    reach = magnitude(a, a_step, n) * abs(float(a_factor)) + \
+        magnitude(b, b_step, n) * abs(float(b_factor))
+    if reach < limit * 0.999:
+        out = np.empty(2 * n, np.int64)
+        if a_step and b_step:
+            for i in range(n):
+                r = a[i] * a_factor + b[i] * b_factor
+                out[2 * i] = r
+                out[2 * i + 1] = r >> 63
+        elif a_step:
+            c = b[0] * b_factor
+            for i in range(n):
+                r = a[i] * a_factor + c
+                out[2 * i] = r
+                out[2 * i + 1] = r >> 63
+        else:
+            c = a[0] * a_factor
+            for i in range(n):
+                r = c + b[i] * b_factor
+                out[2 * i] = r
+                out[2 * i + 1] = r >> 63
+        _zero_nulls(out, valid)
+        return out, True
     masked = len(valid) > 0
     out = np.zeros(2 * n, np.int64)
     for i in range(n):
@@ -104,8 +156,32 @@ def add_scaled(a, a_step, a_factor, b, b_step, b_factor, valid, bound):
 
 @kernel
 def multiply_scaled(a, a_step, b, b_step, valid, bound, check_product):
-    """(a * b per row as decimal128 words, no overflow); see add_scaled."""
+    """(a * b per row as decimal128 words, no overflow); see add_scaled, whose unchecked
+    loop this shares when the operands' magnitudes keep every product below ``bound`` and
+    int64's range (TPC-H's prices times discount factors)."""
     n = max(len(a) * a_step, len(b) * b_step) if len(valid) == 0 else len(valid)
+    limit = min(float(bound), _SAFE_PRODUCT) if bound else _SAFE_PRODUCT
+    if magnitude(a, a_step, n) * magnitude(b, b_step, n) < limit * 0.999:
+        out = np.empty(2 * n, np.int64)
+        if a_step and b_step:
+            for i in range(n):
+                r = a[i] * b[i]
+                out[2 * i] = r
+                out[2 * i + 1] = r >> 63
+        elif a_step:
+            c = b[0]
+            for i in range(n):
+                r = a[i] * c
+                out[2 * i] = r
+                out[2 * i + 1] = r >> 63
+        else:
+            c = a[0]
+            for i in range(n):
+                r = c * b[i]
+                out[2 * i] = r
+                out[2 * i + 1] = r >> 63
+        _zero_nulls(out, valid)
+        return out, True
     masked = len(valid) > 0
     out = np.zeros(2 * n, np.int64)
     for i in range(n):

@@ -140,3 +140,53 @@ def test_int64_decimal_comparisons_match_arrows(func):
     with_null = pa.array([Decimal("1.00"), None] * n, t)
     assert _decimal_comparison(func, with_null, constant) is None
     assert _decimal_comparison(func, a.slice(0, 100), constant) is None  # short: Arrow's
+
+
+def _reference_words(values: list[int | None]) -> list[int]:
+    """decimal128 words of exact Python ints (0 under NULL), as the kernels write them."""
+    words = []
+    for v in values:
+        v = 0 if v is None else v
+        words += [v, -1 if v < 0 else 0]
+    return words
+
+
+@pytest.mark.parametrize("scale", [1, 10**4, 10**8, 3 * 10**9, 10**17])
+@pytest.mark.parametrize("masked", [False, True])
+def test_unchecked_and_checked_loops_agree_with_exact_arithmetic(scale, masked):
+    """The kernels take an unchecked loop when the operands' magnitudes bound every result,
+    the checked one otherwise: both give the exact words, or report overflow exactly when a
+    valid row leaves its bound. Values under NULLs are garbage (int64's extremes included)
+    and must neither leak into the words nor make a valid batch fail."""
+    rng = np.random.default_rng(scale)
+    for n in (0, 1, 3, 7, 8192):
+        a = rng.integers(-scale, scale + 1, n, dtype=np.int64)
+        b = rng.integers(-scale, scale + 1, n, dtype=np.int64)
+        valid = rng.random(n) < 0.8 if masked else np.ones(0, bool)
+        if masked and n:
+            a[~valid] = np.iinfo(np.int64).min  # garbage under NULLs
+        rows = {i for i in range(n) if not masked or valid[i]}
+        for bound in (0, 10**18, 10**12):
+            for a_step, b_step in ((1, 1), (1, 0), (0, 1)):
+                x = a if a_step else np.array([scale - 1], np.int64)
+                y = b if b_step else np.array([-(scale // 3)], np.int64)
+                if not (a_step or b_step) or (not n and not (a_step and b_step)):
+                    continue
+                pick = lambda arr, step, i: int(arr[i * step])  # noqa: E731
+                products = [pick(x, a_step, i) * pick(y, b_step, i) if i in rows else None
+                            for i in range(n)]
+                limit = bound or 2**63
+                fits = all(abs(p) < limit and abs(p) < 9 * 10**18
+                           for p in products if p is not None)
+                out, ok = D.multiply_scaled(x, a_step, y, b_step, valid, bound, True)
+                assert ok == fits or (not ok and max(
+                    (abs(p) for p in products if p is not None), default=0) >= 9 * 10**18 * 0.9)
+                if ok:
+                    assert out.tolist() == _reference_words(products)
+                sums = [pick(x, a_step, i) * 3 - pick(y, b_step, i) * 10 if i in rows else None
+                        for i in range(n)]
+                out, ok = D.add_scaled(x, a_step, 3, y, b_step, -10, valid, bound)
+                expected_ok = not bound or all(abs(s) < bound for s in sums if s is not None)
+                assert ok == expected_ok
+                if ok:
+                    assert out.tolist() == _reference_words(sums)
