@@ -120,7 +120,7 @@ def add_scaled(a, a_step, a_factor, b, b_step, b_factor, valid, bound):
     limit = float(bound) if bound else 9.0e18
     reach = magnitude(a, a_step, n) * abs(float(a_factor)) + \
         magnitude(b, b_step, n) * abs(float(b_factor))
-    if reach < limit * 0.999:
+    if reach < limit * 0.999 and (a_step or b_step):  # both constant: the checked loop
         out = np.empty(2 * n, np.int64)
         if a_step and b_step:
             for i in range(n):
@@ -161,7 +161,8 @@ def multiply_scaled(a, a_step, b, b_step, valid, bound, check_product):
     int64's range (TPC-H's prices times discount factors)."""
     n = max(len(a) * a_step, len(b) * b_step) if len(valid) == 0 else len(valid)
     limit = min(float(bound), _SAFE_PRODUCT) if bound else _SAFE_PRODUCT
-    if magnitude(a, a_step, n) * magnitude(b, b_step, n) < limit * 0.999:
+    if magnitude(a, a_step, n) * magnitude(b, b_step, n) < limit * 0.999 and \
+            (a_step or b_step):
         out = np.empty(2 * n, np.int64)
         if a_step and b_step:
             for i in range(n):

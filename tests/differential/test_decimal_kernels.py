@@ -253,3 +253,14 @@ def test_decimal_range_predicates_take_the_compiled_comparison(monkeypatch):
     for sql in RANGE_QUERIES:
         check(sql, {"t": _ranges_table()}, target_partitions=1, batch_size=8192)
     assert {D.COMPARISONS[f] for f in ("lt", "gte", "neq", "gt", "lte", "eq")} <= set(calls)
+
+
+def test_two_constants_repeat_over_the_mask():
+    """Both operands constant (the caller folds these, but the kernels stay in bounds):
+    the value on every valid row, 0 under NULLs."""
+    three, four = np.array([3], np.int64), np.array([-4], np.int64)
+    valid = np.array([True, False, True])
+    out, ok = D.multiply_scaled(three, 0, four, 0, valid, 10**18, True)
+    assert ok and out.tolist() == [-12, -1, 0, 0, -12, -1]
+    out, ok = D.add_scaled(three, 0, 10, four, 0, 1, valid, 10**18)
+    assert ok and out.tolist() == [26, 0, 0, 0, 26, 0]
