@@ -80,9 +80,22 @@ def test_overflowing_results_are_errors_on_both_engines(sql):
         session.sql(sql).to_arrow()
 
 
+def _words(ints: np.ndarray) -> np.ndarray:
+    """The kernels' array operand: decimal128 words of int64 unscaled values."""
+    return D.to_words(np.asarray(ints, dtype=np.int64))
+
+
+def test_words_are_the_arrays_values_in_place():
+    t = pa.decimal128(15, 2)
+    values = pa.array([Decimal("1.25"), Decimal("-3.00"), None, Decimal("0.07")], t)
+    assert D.words(values)[::2].tolist()[:2] == [125, -300]
+    assert D.words(values.slice(3)).tolist() == [7, 0]
+    assert len(D.words(values.slice(4))) == 0
+
+
 def test_kernels_report_overflow_instead_of_wrapping():
     valid = np.ones(3, dtype=bool)
-    big = np.array([3 * 10**9, -(3 * 10**9), 5], dtype=np.int64)
+    big = _words([3 * 10**9, -(3 * 10**9), 5])
     _, ok = D.multiply_scaled(big, 1, big, 1, valid, 0, True)
     assert not ok  # 9e18 is too close to 2**63 to trust
     out, ok = D.multiply_scaled(big, 1, np.array([2], np.int64), 0, valid, 10**10, False)
@@ -168,11 +181,11 @@ def test_unchecked_and_checked_loops_agree_with_exact_arithmetic(scale, masked):
         rows = {i for i in range(n) if not masked or valid[i]}
         for bound in (0, 10**18, 10**12):
             for a_step, b_step in ((1, 1), (1, 0), (0, 1)):
-                x = a if a_step else np.array([scale - 1], np.int64)
-                y = b if b_step else np.array([-(scale // 3)], np.int64)
+                x = _words(a) if a_step else np.array([scale - 1], np.int64)
+                y = _words(b) if b_step else np.array([-(scale // 3)], np.int64)
                 if not (a_step or b_step) or (not n and not (a_step and b_step)):
                     continue
-                pick = lambda arr, step, i: int(arr[i * step])  # noqa: E731
+                pick = lambda arr, step, i: int(arr[2 * i * step])  # noqa: E731
                 products = [pick(x, a_step, i) * pick(y, b_step, i) if i in rows else None
                             for i in range(n)]
                 limit = bound or 2**63
@@ -205,7 +218,8 @@ def test_int64_decimal_comparison_kernel_gives_every_bit(n):
                  "gt": np.greater, "gte": np.greater_equal}
     for func, op in operators.items():
         for x, x_step, y, y_step in ((a, 1, b, 1), (a, 1, constant, 0), (constant, 0, b, 1)):
-            bits = D.compare_scaled(x, x_step, y, y_step, n, D.COMPARISONS[func])
+            bits = D.compare_scaled(_words(x) if x_step else x, x_step,
+                                    _words(y) if y_step else y, y_step, n, D.COMPARISONS[func])
             expected = op(x if x_step else np.full(n, x[0]), y if y_step else np.full(n, y[0]))
             assert bits.tolist() == np.packbits(expected, bitorder="little").tolist(), func
 

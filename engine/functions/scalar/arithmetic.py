@@ -199,15 +199,15 @@ def _check_zero(op: str, divisor: Value) -> None:
 
 
 def _unscaled_operand(value: Value, scale: int) -> tuple[np.ndarray, int] | None:
-    """(int64 unscaled values, step: 0 for a constant) of a decimal operand; None for a
-    NULL constant."""
+    """(the kernels' operand: an array's decimal128 words, step 1, or a constant's int64
+    unscaled value, step 0) of a decimal operand; None for a NULL constant."""
     if is_scalar(value):
         if not value.is_valid:
             return None
         return np.array([int(value.as_py().scaleb(scale))], dtype=np.int64), 0
     if isinstance(value, pa.ChunkedArray):
         value = value.combine_chunks()
-    return D.unscaled(value), 1
+    return D.words(value), 1
 
 
 def _decimal_on_int64(op: str, a: Value, b: Value, to: pa.DataType) -> Value | None:

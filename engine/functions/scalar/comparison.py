@@ -145,7 +145,7 @@ def _decimal_comparison(func: str, a: Value, b: Value) -> pa.Array | None:
             operands.append((np.array([int(value.as_py().scaleb(value.type.scale))],
                                        dtype=np.int64), 0))
         elif isinstance(value, pa.Array) and value.null_count == 0:
-            operands.append((D.unscaled(value), 1))
+            operands.append((D.words(value), 1))
             length = len(value)
         else:
             return None
