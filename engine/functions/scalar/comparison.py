@@ -124,7 +124,7 @@ def comparison_kernel(args: list[Value], call_: Call) -> Value:
 
 
 #: fewer rows than this go to Arrow: the compiled path's fixed cost (the constant's
-#: conversion, the kernel call) outweighs its ~1 ns per row on the small batches that joins
+#: conversion, the kernel call) outweighs its ~0.4 ns per row on the small batches that joins
 #: emit (Q19's predicate runs on its joined rows)
 COMPILED_COMPARISON_ROWS = 4096
 
