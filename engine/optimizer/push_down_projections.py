@@ -32,6 +32,10 @@ def _prune(plan: lp.LogicalPlan, required: set[int]) -> lp.LogicalPlan:
         return replace(plan, input=_prune(plan.input, required | columns_of(plan.predicate)))
     if isinstance(plan, lp.Aggregate):
         kept = [(a, o) for a, o in zip(plan.aggregates, plan.aggregate_outputs) if o.id in required]
+        if not kept and not plan.group_exprs and not plan.of_grouping_sets:
+            # a global aggregate is one row whatever its input: nothing below is needed (an
+            # expression there that would fail is not evaluated, as in DuckDB)
+            return lp.Values((), ((),))
         aggs = tuple(a for a, _ in kept)
         outs = tuple(o for _, o in kept)
         need = _used(plan.group_exprs) | _used(aggs)

@@ -62,9 +62,11 @@ class QueryGenerator:
         self.rng = rng
         self.tables = tables
         self.aliases = 0
+        self.derived: list[tuple[str, list[str]]] = []
 
     # -- entry points -----------------------------------------------------------
     def case(self) -> Case:
+        self.derived = []  # a case may name one of its derived tables again
         r = self.rng.random()
         signature = self._signature()
         if r < 0.15:
@@ -221,10 +223,17 @@ class QueryGenerator:
     # -- FROM -------------------------------------------------------------------------
     def _relation(self, outer) -> tuple[str, list[tuple[str, str]], bool]:
         alias = self._alias()
-        if self.rng.random() < 0.15 and outer is None:
-            signature = self._signature()
-            inner = self._simple_select(signature)[0] if self.rng.random() < 0.6 else \
-                self._aggregate_select(signature)
+        reuse = outer is None and self.derived and self.rng.random() < 0.3
+        if reuse or (outer is None and self.rng.random() < 0.15):
+            if reuse:
+                # the same derived table twice: plansight plans the copies as one shared
+                # subplan (physical/shared.py), which no reader may see differently
+                inner, signature = self.rng.choice(self.derived)
+            else:
+                signature = self._signature()
+                inner = self._simple_select(signature)[0] if self.rng.random() < 0.6 else \
+                    self._aggregate_select(signature)
+                self.derived.append((inner, signature))
             return (f"({inner}) AS {alias}",
                     [(f"{alias}.c{i}", c) for i, c in enumerate(signature)], False)
         name = self.rng.choice(sorted(self.tables))
