@@ -26,6 +26,7 @@ from plansight.engine.errors import PlanError
 from plansight.engine.functions.window.frames import FrameBounds
 from plansight.engine.functions.window.peers import PartitionLayout, validity
 from plansight.engine.functions.window.prefix_sums import prefix
+from plansight.engine.kernels.shift import shifted_sources
 
 NAVIGATION_FUNCTIONS = ("lag", "lead", "first_value", "last_value", "nth_value")
 
@@ -35,6 +36,21 @@ def lag_lead(func: str, args: list[pa.Array], layout: PartitionLayout,
     """lag / lead over the partition (the frame does not apply)."""
     values = args[0]
     n = layout.num_rows
+    constant = _constant_offset(args[1] if len(args) > 1 else None)
+    if constant is not None and not ignore_nulls:
+        # one offset for every row: each row's source from the partition starts alone
+        back = constant if func == "lag" else -constant
+        if abs(back) >= n:  # no row finds a source (and i - back cannot overflow)
+            source, found = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+        else:
+            source, found = shifted_sources(layout.partition_starts, back)
+        result = _take(values, source, found, zeroed=True)
+        if len(args) > 2:
+            default = args[2]
+            if default.type != values.type:
+                default = default.cast(values.type)
+            result = pc.if_else(pa.array(~found), default, result)
+        return result
     offset, offset_null = _integers(args[1], "offset") if len(args) > 1 else (
         np.ones(n, dtype=np.int64), np.zeros(n, dtype=bool))
     # positive = towards earlier rows
@@ -137,9 +153,25 @@ def _integers(arg: pa.Array, what: str) -> tuple[np.ndarray, np.ndarray]:
     return arg.cast(pa.int64()).fill_null(0).to_numpy(), null
 
 
-def _take(values: pa.Array, source: np.ndarray, found: np.ndarray) -> pa.Array:
+def _constant_offset(arg: pa.Array | None) -> int | None:
+    """The offset of every row when it is one non-NULL integer (1 without an offset
+    argument), else None (per-row or NULL offsets take the general path)."""
+    if arg is None:
+        return 1
+    if not pa.types.is_integer(arg.type) or arg.null_count or len(arg) == 0:
+        return None
+    bounds = pc.min_max(arg)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return int(low) if low == high else None
+
+
+def _take(values: pa.Array, source: np.ndarray, found: np.ndarray,
+          zeroed: bool = False) -> pa.Array:
+    """``values[source]``, NULL where not ``found`` (``zeroed``: ``source`` already holds
+    0 there, so it needs no masked copy)."""
     if pa.types.is_null(values.type):
         return pa.nulls(len(source))
     if found.all():
         return values.take(pa.array(source, type=pa.int64()))
-    return values.take(pa.array(np.where(found, source, 0), type=pa.int64(), mask=~found))
+    indices = source if zeroed else np.where(found, source, 0)
+    return values.take(pa.array(indices, type=pa.int64(), mask=~found))
