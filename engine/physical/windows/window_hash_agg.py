@@ -49,6 +49,7 @@ from plansight.engine.functions.window.permutation import (
     sort_permutation_unique,
     sort_ranks,
 )
+from plansight.engine.kernels.gather import gather_into, scatter_into
 from plansight.engine.logical.expr import Column, Expr, Literal, SortKey, WindowCall
 from plansight.engine.physical.expressions import evaluate, evaluate_predicate
 from plansight.engine.physical.plan import (
@@ -432,8 +433,9 @@ def _scatter_primitive(pieces: list[pa.Array], perm: np.ndarray) -> pa.Array | N
         if len(piece) == 0:
             return
         rows = perm[at:at + len(piece)]
-        result[rows] = np.frombuffer(piece.buffers()[1], dtype=dtype, count=len(piece),
-                                     offset=piece.offset * typ.bit_width // 8)
+        # a compiled loop into numpy's (huge-page) result: kernels/gather.py says why
+        scatter_into(np.frombuffer(piece.buffers()[1], dtype=dtype, count=len(piece),
+                                   offset=piece.offset * typ.bit_width // 8), rows, result)
         if piece.null_count:
             valid[rows] = piece.is_valid().to_numpy(zero_copy_only=False)
 
@@ -443,12 +445,35 @@ def _scatter_primitive(pieces: list[pa.Array], perm: np.ndarray) -> pa.Array | N
     return pa.array(result, type=typ, mask=None if valid is None else ~valid)
 
 
+def _numbers(values: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+    """A stored integer or floating column without NULLs as one numpy array (its chunks
+    copied into memory numpy allocates, which it backs with huge pages: the random gather
+    by a permutation costs half as much a row there, kernels/gather.py); None for other
+    types, NULLs, or a column that is one chunk already (read in place, no copy)."""
+    typ = values.type
+    if not (pa.types.is_integer(typ) or pa.types.is_floating(typ)) or \
+            pa.types.is_float16(typ) or values.null_count:
+        return None
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    if len(chunks) == 1:
+        return chunks[0].to_numpy()
+    out = np.empty(len(values), dtype=typ.to_pandas_dtype())
+    at = 0
+    for chunk in chunks:
+        out[at:at + len(chunk)] = chunk.to_numpy()
+        at += len(chunk)
+    return out
+
+
 class _State:
     """Per-execution caches: evaluated columns, partition codes, ranks, permutations."""
 
     def __init__(self, table: pa.Table, workers: int = 1):
         self.table, self.workers = table, workers
         self._columns: dict[Expr, pa.Array] = {}
+        # numeric columns without NULLs as numpy arrays (``column`` builds them), gathered by
+        # a compiled loop in ``permuted_rows``
+        self._numbers: dict[Expr, np.ndarray] = {}
         self._taken: dict[tuple[Expr, int], pa.Array] = {}
         self._taken_rows: dict[tuple[Expr, int, int, int], pa.Array] = {}
         self._ranks: dict[SortKey, np.ndarray] = {}
@@ -458,7 +483,14 @@ class _State:
 
     def column(self, expr: Expr) -> pa.Array:
         if expr not in self._columns:
-            self._columns[expr] = evaluate(expr, self.table)
+            stored = isinstance(expr, Column) and \
+                self.table.schema.get_field_index(expr.field_name) >= 0
+            numbers = _numbers(self.raw(expr)) if stored else None
+            if numbers is not None:
+                self._numbers[expr] = numbers
+                self._columns[expr] = pa.array(numbers)  # the same memory
+            else:
+                self._columns[expr] = evaluate(expr, self.table)
         return self._columns[expr]
 
     def permuted(self, expr: Expr, perm: _Permutation) -> pa.Array:
@@ -479,7 +511,13 @@ class _State:
         key = (expr, id(perm), start, stop)
         taken = self._taken_rows.get(key)
         if taken is None:
-            taken = self._columns[expr].take(perm.indices(start, stop))
+            numbers = self._numbers.get(expr)
+            if numbers is not None:  # numpy's (huge-page) output: kernels/gather.py
+                out = np.empty(stop - start, dtype=numbers.dtype)
+                gather_into(numbers, perm.perm[start:stop], out)
+                taken = pa.array(out)
+            else:
+                taken = self._columns[expr].take(perm.indices(start, stop))
             self._taken_rows[key] = taken
         return taken
 
