@@ -68,3 +68,34 @@ def test_the_hash_executor_runs_these_windows():
     plan = session.sql("SELECT sum(x_int8) OVER (PARTITION BY g ORDER BY o, id ROWS BETWEEN 2 "
                        "PRECEDING AND CURRENT ROW) FROM t").explain()
     assert "HashWindowAggExec" in plan
+
+
+@pytest.mark.parametrize(("partitions", "batch_size"), [(1, 8192), (2, 3), (3, 7), (8, 1)])
+def test_arguments_read_again_after_their_last_window_match_duckdb(partitions, batch_size):
+    # x_int32's last reader as an argument is lag; a later window still sorts by it (RANGE
+    # offsets gather the key) and another partitions by it: each evaluates it again
+    sql = ("SELECT id, sum(x_int32) OVER (PARTITION BY g ORDER BY o, id ROWS 1 PRECEDING) AS a, "
+           "lag(x_int32, 1, -1) OVER (ORDER BY id) AS b, "
+           "count(n_double) OVER (PARTITION BY g ORDER BY x_int32 RANGE BETWEEN 5 PRECEDING "
+           "AND CURRENT ROW) AS c, min(n_double) OVER (PARTITION BY x_int32) AS d, "
+           "max(x_int32) OVER (PARTITION BY o ORDER BY id ROWS 2 PRECEDING) AS e FROM t")
+    actual = run_plansight(sql, TABLES, target_partitions=partitions, batch_size=batch_size)
+    assert_same(actual, run_duckdb(sql, TABLES), ordered=False, sql=sql)
+
+
+def test_forget_drops_evaluated_and_gathered_rows():
+    from plansight.engine.logical.expr import Column
+    from plansight.engine.physical.windows.window_hash_agg import _Permutation, _State
+
+    # two chunks: the column is copied into numpy memory (_numbers) and gathered from there
+    table = pa.Table.from_batches(pa.table({"x#1": pa.array(np.arange(20) * 3)}).to_batches(
+        max_chunksize=7))
+    state = _State(table)
+    x = Column(id=1, name="x", type=pa.int64())
+    perm = _Permutation(np.arange(20, dtype=np.int64)[::-1].copy(), np.array([0, 20]))
+    first = state.column(x)
+    assert x in state._numbers
+    assert state.permuted_rows(x, perm, 0, 10).to_pylist() == list(range(57, 27, -3))
+    state.forget([x])
+    assert not state._taken_rows and x not in state._columns and x not in state._numbers
+    assert state.column(x).equals(first)  # evaluated again when read again

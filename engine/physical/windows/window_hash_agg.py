@@ -227,7 +227,10 @@ class HashWindowAggExec(ExecutionPlan):
         n = table.num_rows
         state = _State(table, workers)
         columns: list[pa.Array | None] = [None] * len(self.windows)
+        # the last window reading each argument: its evaluated and gathered rows go after it
+        last_reader = {a: i for i, window in enumerate(self.windows) for a in window.args}
         for i, (window, output, plan) in enumerate(zip(self.windows, self.outputs, self.plans)):
+            done = [a for a in window.args if last_reader.get(a) == i]
             values = None
             if plan.mode == "hash-broadcast":
                 codes, count = state.codes(window.partition_by)
@@ -236,15 +239,19 @@ class HashWindowAggExec(ExecutionPlan):
                     filter_mask=None if window.filter is None else
                     evaluate_predicate(window.filter, table), result_type=output.type)
             if values is None:
-                values = self._permuted(window, plan, state)
+                values = self._permuted(window, plan, state, done)
             if values.type != output.type:
                 values = values.cast(output.type)
             if len(values) != n:
                 raise InternalError(f"window column has {len(values)} rows, expected {n}")
             columns[i] = values
+            state.forget(done)
         return [c for c in columns if c is not None]
 
-    def _permuted(self, window: WindowCall, plan: _Plan, state: _State) -> pa.Array:
+    def _permuted(self, window: WindowCall, plan: _Plan, state: _State,
+                  done: list[Expr]) -> pa.Array:
+        """The window in input order; ``done``: its arguments no later window reads, dropped
+        once its pieces are computed, before the scatter allocates the result."""
         sort = self.sorts[plan.sort]
         perm = state.permutation(sort, plan.backwards)
         func, arguments = window.func, list(window.args)
@@ -307,6 +314,8 @@ class HashWindowAggExec(ExecutionPlan):
         # window partitions are independent: groups of them evaluate on their own threads
         groups = split_runs(perm.starts, pieces_for(state.table.num_rows, state.workers))
         pieces = run_concurrently([lambda g=g: evaluate(*g) for g in groups])
+        args = None  # with the cache entries, the last references to the gathered rows
+        state.forget(done)
         return perm.scatter(pieces)
 
     def _sorting_fallback(self, partition, ctx, held: list[pa.RecordBatch],
@@ -492,6 +501,19 @@ class _State:
             else:
                 self._columns[expr] = evaluate(expr, self.table)
         return self._columns[expr]
+
+    def forget(self, exprs: list[Expr]) -> None:
+        """Drop the evaluated and gathered rows of ``exprs`` (no later window reads them):
+        the next windows' arrays reuse their memory instead of adding to the peak."""
+        gone = set(exprs)
+        if not gone:
+            return
+        for expr in gone:
+            self._columns.pop(expr, None)
+            self._numbers.pop(expr, None)
+        for cache in (self._taken, self._taken_rows):
+            for key in [k for k in cache if k[0] in gone]:
+                del cache[key]
 
     def permuted(self, expr: Expr, perm: _Permutation) -> pa.Array:
         key = (expr, id(perm))
