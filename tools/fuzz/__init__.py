@@ -33,6 +33,7 @@ class Report:
     matched: int = 0
     findings: list[Finding] = field(default_factory=list)
     examples: dict[tuple[str, str], tuple[str, dict]] = field(default_factory=dict)
+    interrupted: bool = False  # stopped by Ctrl-C before its queries or minutes were done
 
     @property
     def valid(self) -> int:
@@ -47,7 +48,8 @@ class Report:
     def summary(self) -> str:
         share = self.matched / self.valid if self.valid else 1.0
         lines = [(f"queries generated: {self.generated}, valid (DuckDB runs them): "
-                  f"{self.valid}, matched: {self.matched} ({share:.2%})")]
+                  f"{self.valid}, matched: {self.matched} ({share:.2%})"
+                  + (" (interrupted)" if self.interrupted else ""))]
         for (kind, detail), count in self.classes().most_common():
             lines.append(f"  {count:5d}  {kind:22s} {detail}")
             example = self.examples.get((kind, detail))
@@ -73,13 +75,17 @@ def run(seed: int, queries: int | None = None, minutes: float | None = None,
             generator = QueryGenerator(rng, tables)
             engines = Engines(tables)
         case = generator.case()
-        report.generated += 1
         settings = draw_settings(rng, settings_per_query)
         try:
             findings = check(case.sql, engines, settings, case.tlp)
         except DuckDBRejects:
+            report.generated += 1
             report.rejected_by_duckdb += 1
             continue
+        except KeyboardInterrupt:  # Ctrl-C: the summary of the queries checked so far
+            report.interrupted = True
+            break
+        report.generated += 1
         if not findings:
             report.matched += 1
             continue

@@ -38,6 +38,7 @@ from sqlglot import exp
 import plansight as ps
 from plansight.engine.kernels.decimal import values_fit_int64
 from plansight.errors import (
+    Cancelled,
     ExecutionError,
     InternalError,
     NotSupportedError,
@@ -156,6 +157,8 @@ class Engines:
                 query = self._session.sql(sql, options=options)
                 self._planned = {sql: query}  # the latest text only
             return query.to_arrow()
+        except Cancelled:  # only Ctrl-C cancels the fuzzer's queries: stop the run
+            raise KeyboardInterrupt from None
         except Exception as e:  # noqa: BLE001 (classified by the caller)
             return e
 
