@@ -113,3 +113,47 @@ def test_chunk_states_merge_only_past_a_chunks_bytes(monkeypatch, merge_bytes):
     assert len(compactions) >= 4
     assert len(merges) == (len(compactions) - 1 if merge_bytes == 0 else 0)
     assert_same(result, run_duckdb(sql, {"t": table}), ordered=False, sql=sql)
+
+
+def _compactions(monkeypatch) -> list[int]:
+    """Rows of each chunk compacted, recorded."""
+    rows: list[int] = []
+    compact = _HashPartition._compact
+    monkeypatch.setattr(_HashPartition, "_compact", lambda self, batches: rows.append(
+        sum(b.num_rows for b in batches)) or compact(self, batches))
+    return rows
+
+
+def test_groups_expected_as_many_as_rows_are_not_compacted_at_one_chunk(monkeypatch):
+    """The estimates say nearly every row is its own group (TPC-H Q10's seven keys): a
+    chunk is not compacted (its states would be merged again for little memory saved);
+    the rows are aggregated once at the end, as the same query with few groups is not."""
+    monkeypatch.setattr(AggregateExec, "PARTIAL_CHUNK_ROWS", 50_000)
+    compacted = _compactions(monkeypatch)
+    sql = "SELECT g, count(*) AS n, sum(d) AS sd, min(s) AS lo FROM t GROUP BY g"
+    distinct = _wide_table(120_000, groups=10**9, seed=14)
+    check(sql, {"t": distinct}, target_partitions=1)
+    assert compacted == []
+    few = _wide_table(120_000, groups=7, seed=14)
+    check(sql, {"t": few}, target_partitions=1)
+    assert compacted and compacted[0] >= 50_000
+
+
+@pytest.mark.parametrize("options", CONFIGS)
+def test_a_wrong_estimate_still_compacts_within_its_chunks(monkeypatch, options):
+    """Should the planner expect no reduction where the groups are few, the rows are held
+    up to COMPACT_MAX_CHUNKS chunks, then compacted like any chunk: memory stays bounded,
+    and results stay DuckDB's (NULL keys, duplicates, every batch size and partitioning)."""
+    monkeypatch.setattr(AggregateExec, "PARTIAL_CHUNK_ROWS", 10)
+    monkeypatch.setattr(_HashPartition, "_expects_reduction", lambda self: False)
+    compacted = _compactions(monkeypatch)
+    keys = [None, 1, 1, 2, None, 3, 2, 2, 1, None] * 9 + [4, 5]
+    table = pa.table({"g": pa.array(keys, pa.int64()),
+                      "v": pa.array([float(i % 5) if i % 7 else None
+                                     for i in range(len(keys))])})
+    sql = "SELECT g, count(*) AS n, count(v) AS nv, sum(v) AS sv, max(v) AS mv FROM t GROUP BY g"
+    check(sql, {"t": table}, **options)
+    # one partition holds all 92 rows (a Final aggregate over partitions sees few states)
+    assert compacted or options["target_partitions"] > 1
+    assert all(rows >= _HashPartition.COMPACT_MAX_CHUNKS * 10 for rows in compacted), compacted
+    check("SELECT g, sum(v) AS sv FROM t WHERE v > 100 GROUP BY g", {"t": table}, **options)

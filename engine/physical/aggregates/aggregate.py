@@ -347,6 +347,9 @@ class _HashPartition:
         self.folds = plan.mode is AggregateMode.SINGLE and not plan.keys and \
             all(is_decomposable(s) for s in plan.specs)
         self.compacts = plan.mode is not AggregateMode.PARTIAL and plan._mergeable()
+        # chunks held before the first compaction: one when the planner expects the groups
+        # to reduce the rows, else several (bounded all the same, should it be wrong)
+        self.compact_chunks = 1 if self._expects_reduction() else self.COMPACT_MAX_CHUNKS
         # compacted state rows, in the run schema: one table per compacted chunk, merged
         # only when the unmerged ones pass a chunk's bytes (``_compact``)
         self.states: list[pa.Table] = []
@@ -386,9 +389,22 @@ class _HashPartition:
             self.metrics.set_max("peak_mem", account.used)
             yield from plan._partial(self.batches, self.keys, self.ctx)
             self._release()
-        elif full and self.compacts:
+        elif self.compacts and (
+                self.rows >= self.compact_chunks * plan.PARTIAL_CHUNK_ROWS or
+                self.held_bytes >= self.compact_chunks * plan.PARTIAL_CHUNK_BYTES):
             self.metrics.set_max("peak_mem", account.used)
             self._compact(self.batches)
+
+    def _expects_reduction(self) -> bool:
+        """Whether the planner's estimates have the groups reduce a chunk of rows to at most
+        ``COMPACT_MAX_RATIO`` of them (or say nothing). Where they expect about as many
+        groups as rows, compacting the first chunk hashes its keys once more for little
+        memory saved (TPC-H Q10: 86K of 114K joined rows, seven keys with four long
+        strings, made 30K states merged again at the end: 74 ms of aggregation where one
+        pass takes 35 ms); its rows are then held up to ``COMPACT_MAX_CHUNKS`` chunks,
+        and compacted there, like any chunk, should the estimate be wrong."""
+        groups, rows = self.plan.row_estimate, self.plan.input.row_estimate
+        return groups is None or not rows or groups <= self.COMPACT_MAX_RATIO * rows
 
     def _compact(self, batches: list[pa.RecordBatch]) -> None:
         """Reduce ``batches`` (held or refused) to states, kept beside the states held.
