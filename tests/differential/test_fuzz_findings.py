@@ -344,6 +344,16 @@ CASES = {
         "FROM g, g AS h) AS x JOIN d ON x.s = d.v) AS q",
     "unused-global-aggregate-over-empty":
         "SELECT q.n, d.id FROM (SELECT 7 AS n, max(e.v) AS m FROM e) AS q, d",
+    # a typed NULL keeps its type in arithmetic: CAST(NULL AS DECIMAL(10, 2)) + 0.5 was
+    # DECIMAL(2, 1), so the EXCEPT ALL's common type rounded the left's 2.25 to 2.3
+    # (seed 9812, query 302)
+    "typed-null-decimal-sum-under-except-all":
+        "SELECT 2.25 AS x FROM d EXCEPT ALL SELECT sum(CAST(NULL AS DECIMAL(10, 2)) + 0.5) "
+        "FROM d WHERE NULL GROUP BY ROLLUP (d.id)",
+    "typed-null-arithmetic-in-a-union":
+        "SELECT 2.25 AS a, 1.125 AS b, 2.5 AS c FROM d UNION ALL "
+        "SELECT CAST(NULL AS DECIMAL(10, 2)) + 0.5, -CAST(NULL AS DECIMAL(10, 3)), "
+        "CAST(NULL AS INTEGER) * 0.5 FROM d",
     "unused-global-aggregate-with-having":
         "SELECT 1 AS one FROM (SELECT sum(g.i) AS s FROM g HAVING sum(g.i) > 0) AS q",
 }

@@ -61,8 +61,10 @@ def _numeric_args(op: str, a: Expr, b: Expr) -> tuple[list[Expr], pa.DataType]:
     """Arguments cast for a numeric operator, and the operand type."""
     if T.is_null_type(a.type) and T.is_null_type(b.type):
         a, b = Literal(None, pa.int32()), Literal(None, pa.int32())
-    a, b = (Literal(None, b.type) if T.is_null_literal(a) else a,
-            Literal(None, a.type) if T.is_null_literal(b) else b)
+    # an untyped NULL takes the other operand's type; a typed one (CAST(NULL AS
+    # DECIMAL(10, 2))) keeps its own, which decides the result's type as a column's would
+    a, b = (Literal(None, b.type) if T.is_null_type(a.type) else a,
+            Literal(None, a.type) if T.is_null_type(b.type) else b)
     if not (T.is_numeric(a.type) and T.is_numeric(b.type)):
         raise operator_error(SYMBOLS[op], [a, b])
     decimal = T.is_decimal(a.type) or T.is_decimal(b.type)
@@ -152,8 +154,8 @@ for _op in ("add", "subtract", "multiply", "divide", "integer_divide", "modulo")
 @operator("negate")
 def bind_negate(args: list[Expr], options: Mapping[str, Any]) -> Expr:
     (a,) = args
-    if T.is_null_literal(a):
-        return Literal(None, pa.int32())
+    if T.is_null_literal(a):  # keeps its type when it has one (CAST(NULL AS DECIMAL(10, 2)))
+        return Literal(None, pa.int32() if T.is_null_type(a.type) else a.type)
     if pa.types.is_null(a.type):  # a NULL-typed column (SELECT NULL AS c): BIGINT, as DuckDB
         a = cast_expr(a, pa.int64())
     if isinstance(a, Literal) and T.is_numeric(a.type) and a.value is not None:
