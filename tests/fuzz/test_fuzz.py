@@ -211,6 +211,10 @@ def test_raising_probes_read_what_the_expression_is_evaluated_on():
     assert raising_probes("SELECT 1 FROM t AS a HAVING min(a.s) FILTER (WHERE a.x + 1 IN "
                           "(SELECT c.y FROM u AS c WHERE c.s > a.s)) > 'a'") == \
         ["SELECT a.x + 1 FROM t AS a"]
+    # constants come first and all of them: nine SELECT-list probes do not crowd out a needle
+    crowded = raising_probes("SELECT " + ", ".join(f"a.i + {k}" for k in range(9)) +
+                             " FROM t AS a WHERE 2147483647 * 2 NOT IN (SELECT 1)")
+    assert crowded[0] == "SELECT 2147483647 * 2" and len(crowded) == 9
     lazy_needle = "SELECT 1 FROM t AS a WHERE CASE WHEN a.i > 0 THEN -a.i IN (SELECT 1) END"
     assert raising_probes(lazy_needle) == []
     assert raising_probes(lazy_needle, needles_escape_lazy=True) == ["SELECT -a.i FROM t AS a"]

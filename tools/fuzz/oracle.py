@@ -393,6 +393,7 @@ def raising_probes(sql: str, needles_escape_lazy: bool = False) -> list[str]:
     """
     tree = sqlglot.parse_one(sql, read="duckdb")
     aliases = {t.alias: t.name for t in tree.find_all(exp.Table) if t.alias}
+    constants: list[str] = []
     probes: list[str] = []
     for node in tree.find_all(*_RAISING):
         if isinstance(node, exp.TryCast) or any(True for _ in node.find_all(*_OPAQUE)):
@@ -427,11 +428,13 @@ def raising_probes(sql: str, needles_escape_lazy: bool = False) -> list[str]:
             probe = _block_probe(parent, node, keep_where=True)
         else:
             continue
-        if probe not in probes:
-            probes.append(probe)
-        if len(probes) == _MAX_PROBES:
-            break
-    return probes
+        kind = constants if probe == f"SELECT {text}" else probes
+        if probe not in kind:
+            kind.append(probe)
+    # a constant alone is one cheap row: all of them, first; then at most _MAX_PROBES that
+    # read tables (constants in SELECT lists of seed 9831's query 11889 had taken up every
+    # place before its IN needle's ``SELECT 2147483647 * 2``)
+    return constants + probes[:_MAX_PROBES]
 
 
 def _block_probe(block: exp.Select, node: exp.Expression, keep_where: bool) -> str:
