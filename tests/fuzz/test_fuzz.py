@@ -326,3 +326,80 @@ def test_doubles_a_few_ulps_apart_kept_apart_by_a_set_operation_are_float_roundi
                    pa.table({"a": ["k"], "s": [x]}), two)
     assert not decided(pa.table({"a": ["k", "l"], "s": [near, x]}),
                        pa.table({"a": ["k"], "s": [x]}), two)
+
+
+# 5,000 groups of 1, the last one of 2**62 three times: past BIGINT, in a group DuckDB's
+# hash aggregate hands out after its first vector of 2,048 groups
+_MANY_GROUPS = {"t": pa.table({
+    "i": pa.array([1] * 5000 + [2**62] * 3, pa.int64()),
+    "g": pa.array(list(range(5000)) + [4999] * 3, pa.int32()),
+})}
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM (SELECT g, sum(i) AS s FROM t GROUP BY g) AS d LIMIT 1",
+    "SELECT g, sum(i) AS s FROM t GROUP BY g LIMIT 2",
+    "(SELECT g, sum(i) AS s FROM t GROUP BY g LIMIT 1) UNION ALL (SELECT 1, 2)",
+])
+def test_a_sum_past_bigint_duckdb_never_computes_in_bigint_terms_is_classified(sql):
+    """DuckDB's LIMIT stops pulling the groups after its first vector, so even with every
+    SUM cast to BIGINT it never meets the group past BIGINT; plansight finalizes every group
+    and raises. The block holding the SUM, run alone without the LIMIT, raises the same
+    error in plansight and overflows BIGINT in DuckDB: sum-beyond-bigint, not a bug."""
+    import sqlglot
+
+    from tools.fuzz.oracle import Engines, _duckdb_overflows, _sum_as_bigint, check
+
+    engines = Engines(_MANY_GROUPS)
+    try:
+        narrowed = sqlglot.parse_one(sql, read="duckdb").transform(_sum_as_bigint)
+        assert not _duckdb_overflows(engines, narrowed.sql(dialect="duckdb"))
+        findings = check(sql, engines, [(1, 8192), (3, 7)])
+    finally:
+        engines.close()
+    assert [(f.kind, f.detail) for f in findings] == \
+        [("sum-beyond-bigint", "SUM past BIGINT (DuckDB: HUGEINT)")]
+
+
+def test_sum_subtrees_are_the_blocks_holding_a_sum_run_alone():
+    import sqlglot
+
+    from tools.fuzz.oracle import sum_subtrees
+
+    def blocks(sql):
+        return sum_subtrees(sqlglot.parse_one(sql, read="duckdb"))
+
+    # the root only when a LIMIT or OFFSET cut it; innermost first; blocks without a SUM out
+    assert blocks("SELECT sum(i) FROM t") == []
+    assert blocks("SELECT g, sum(i) FROM t GROUP BY g LIMIT 2 OFFSET 1") == \
+        ["SELECT g, SUM(i) FROM t GROUP BY g"]
+    assert blocks("SELECT i FROM t WHERE i > 5 EXCEPT SELECT sum(i) FROM t") == \
+        ["SELECT SUM(i) FROM t"]
+    assert blocks("SELECT * FROM (SELECT sum(i) AS s FROM t LIMIT 1) AS d, "
+                  "(SELECT max(i) AS m FROM t) AS e LIMIT 3") == \
+        ["SELECT SUM(i) AS s FROM t", "SELECT * FROM (SELECT SUM(i) AS s FROM t LIMIT 1) AS d, "
+         "(SELECT MAX(i) AS m FROM t) AS e"]
+
+
+def test_a_sum_subtree_counts_only_with_the_same_error_and_a_duckdb_overflow():
+    """Strict: a block whose plansight error is another one (another SUM's, or none), or
+    whose BIGINT sum DuckDB computes without overflow, does not excuse the error."""
+    import sqlglot
+
+    from plansight.errors import ExecutionError
+    from tools.fuzz.oracle import Engines, _subtree_sum_beyond_bigint
+
+    engines = Engines(_MANY_GROUPS)
+    try:
+        tree = sqlglot.parse_one("SELECT * FROM (SELECT g, sum(i) AS s FROM t GROUP BY g) "
+                                 "AS d LIMIT 1", read="duckdb")
+        error = engines.plansight(tree.sql(dialect="duckdb"), 1, 8192)
+        assert isinstance(error, ExecutionError)
+        assert _subtree_sum_beyond_bigint(engines, tree, error, 1, 8192)
+        other = ExecutionError("Overflow in SUM(g): the total is beyond the BIGINT range")
+        assert not _subtree_sum_beyond_bigint(engines, tree, other, 1, 8192)
+        fits = sqlglot.parse_one("SELECT * FROM (SELECT g, sum(i) AS s FROM t WHERE i < 2 "
+                                 "GROUP BY g) AS d LIMIT 1", read="duckdb")
+        assert not _subtree_sum_beyond_bigint(engines, fits, error, 1, 8192)
+    finally:
+        engines.close()
