@@ -22,9 +22,16 @@ above its SharedExec. The first reader of a partition waits for the whole partit
 its first row, which a join would otherwise stream: hence only small outputs, and the scans
 below read wide batches (widen_scan_batches). Dynamic filters stop here (a filter one
 reader's join derives must not shrink what the others see), and so do order requirements:
-a reader gets the rows in the order the subplan made them. A refused reservation fails the
-query (ResourcesExhausted); the planner shares no join estimated past a sixteenth of the
-memory limit.
+a reader gets the rows in the order the subplan made them. The planner shares no join
+estimated past a sixteenth of the memory limit.
+
+When the pool refuses to keep a partition's batches, they go to a spill file instead (the
+batches kept so far, then the rest as they come), and every reader of that partition replays
+the file; the last one deletes it (or the end of the query does). Running each reader's
+copy unshared instead is not safe once a run has started: a copy's exchanges need every
+partition of that copy read, and readers may already have replayed other partitions of
+the shared copy, so another copy would run for some partitions only and its producers would
+block on queues no one drains.
 """
 
 from __future__ import annotations
@@ -33,8 +40,10 @@ import threading
 import weakref
 
 import pyarrow as pa
+from pyarrow import ipc
 
 from plansight.engine.errors import ExecutionError
+from plansight.engine.exec.spill import SpillFile, spill_manager
 from plansight.engine.logical.expr import Column, Expr, transform
 from plansight.engine.physical.plan import ExecutionPlan
 
@@ -80,7 +89,9 @@ class SharedResult:
 class _Partition:
     def __init__(self, readers: int):
         self.lock = threading.Lock()  # held while the first reader runs the subplan
-        self.batches: list[pa.RecordBatch] | None = None
+        self.batches: list[pa.RecordBatch] | None = None  # kept in memory, or
+        self.file: SpillFile | None = None  # spilled when the pool refused them
+        self.ctx = None  # the run that wrote ``file``
         self.failed = False
         self.unread = readers
         self.reservation = None
@@ -90,6 +101,10 @@ class _Partition:
         if self.reservation is not None:
             self.reservation.free()
             self.reservation = None
+        if self.file is not None:
+            # readers still replaying it opened it before: deleting it leaves them reading
+            spill_manager(self.ctx).delete(self.file.path)
+            self.file = None
 
 
 class SharedExec(ExecutionPlan):
@@ -140,25 +155,70 @@ class SharedExec(ExecutionPlan):
 
     def _execute(self, partition, ctx):
         entry, source = self.result.partition(ctx, partition, self.input)
-        with entry.lock:
-            if entry.failed:
-                ctx.check_cancelled()
-                raise ExecutionError("a shared subplan failed in another reader")
-            if entry.batches is None:
-                entry.failed = True  # until it completes
-                reservation = ctx.memory_pool.register(f"{self.name}[{partition}]")
-                entry.reservation = reservation
-                batches = []
-                for batch in source.execute(partition, ctx):
-                    reservation.grow(batch.nbytes)
+        spilled = None
+        try:
+            with entry.lock:
+                if entry.failed:
+                    ctx.check_cancelled()
+                    raise ExecutionError("a shared subplan failed in another reader")
+                if entry.batches is None and entry.file is None:
+                    entry.failed = True  # until it completes
+                    self._materialize(entry, source, partition, ctx)
+                    entry.failed = False
+                batches = entry.batches
+                if entry.file is not None:  # opened now: the last reader may delete it
+                    spilled = pa.OSFile(str(entry.file.path), "rb")
+                entry.unread -= 1
+                if entry.unread == 0:
+                    entry.release()  # the last reader: ``batches`` is its own reference now
+            if spilled is not None:
+                batches = _replay(ipc.open_stream(spilled), ctx)
+            for batch in batches:
+                if batch.num_columns == 0:  # from_arrays would lose a column-less batch's rows
+                    yield batch
+                    continue
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
+        finally:
+            if spilled is not None:
+                spilled.close()
+
+    def _materialize(self, entry: _Partition, source: ExecutionPlan, partition: int,
+                     ctx) -> None:
+        """Run ``source``'s partition into ``entry``: its batches in memory while the pool
+        grants them, else all of them in one spill file (replayed by every reader)."""
+        reservation = ctx.memory_pool.register(f"{self.name}[{partition}]", can_spill=True)
+        entry.reservation = reservation
+        batches: list[pa.RecordBatch] = []
+        writer = None
+        try:
+            for batch in source.execute(partition, ctx):
+                if writer is None and reservation.try_grow(batch.nbytes):
                     batches.append(batch)
-                entry.batches, entry.failed = batches, False
-            batches = entry.batches
-            entry.unread -= 1
-            if entry.unread == 0:
-                entry.release()  # the last reader: ``batches`` is its own reference now
-        for batch in batches:
-            if batch.num_columns == 0:  # from_arrays would lose a column-less batch's rows
-                yield batch
-                continue
-            yield pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
+                    continue
+                if writer is None:
+                    metrics = ctx.metrics.for_partition(self.operator_id, self.name, partition)
+                    writer = spill_manager(ctx).writer(source.schema, metrics)
+                    for kept in batches:
+                        writer.write(kept)
+                    batches = []
+                    reservation.free()
+                    entry.reservation = None
+                writer.write(batch)
+            if writer is not None:
+                entry.file, entry.ctx = writer.finish(), ctx
+                writer = None
+            else:
+                entry.batches = batches
+        finally:
+            if writer is not None:  # an error or cancellation
+                writer.abort()
+
+
+def _replay(reader: ipc.RecordBatchStreamReader, ctx):
+    """A spill file's batches, in written order, one at a time."""
+    while True:
+        ctx.check_cancelled()
+        try:
+            yield reader.read_next_batch()
+        except StopIteration:
+            return

@@ -139,3 +139,63 @@ def test_one_run_executes_one_copy_of_the_shared_subplan(monkeypatch):
     assert result.partition(ctx, 5, first)[1] is first
     assert result.partition(ctx, 0, second)[1] is first
     ctx.cleanup()
+
+
+def _refuse_shared(monkeypatch) -> None:
+    """A pool that refuses every SharedExec reservation (and grants the rest as before)."""
+    grant = MemoryPool._grant
+
+    def refuse(self, reservation, additional):
+        if reservation.consumer.startswith("SharedExec") and additional > 0:
+            return False
+        return grant(self, reservation, additional)
+
+    monkeypatch.setattr(MemoryPool, "_grant", refuse)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 7, 8192])
+@pytest.mark.parametrize("partitions", [1, 2, 3, 8])
+@pytest.mark.parametrize("sql", [QUERIES[0], QUERIES[2], QUERIES[4], QUERIES[5], QUERIES[6]])
+def test_refused_shared_batches_spill_and_every_reader_replays_them(
+        sql, partitions, batch_size, monkeypatch):
+    """The pool refuses to keep the shared batches: they go to a spill file that every
+    reader replays, and the answer is DuckDB's (it failed with ResourcesExhausted)."""
+    _refuse_shared(monkeypatch)
+    check(sql, _tables(), target_partitions=partitions, batch_size=batch_size)
+
+
+def test_a_small_memory_limit_spills_the_shared_result_instead_of_failing():
+    """A CTE of 1,500 groups read twice under 40 KB: its SharedExec is refused part way
+    through a partition (ResourcesExhausted before), spills what it kept and the rest, and
+    the query answers as DuckDB does."""
+    r = np.random.default_rng(5)
+    n = 3000
+    k = [None if i % 17 == 0 else int(v) for i, v in enumerate(r.integers(0, 1500, n))]
+    tables = {"t": pa.table({"k": pa.array(k, pa.int64()),
+                             "v": pa.array(r.integers(-50, 100, n), pa.int64())})}
+    for partitions in (1, 3):
+        session = ps.Session(target_partitions=partitions, memory_limit="40KB")
+        session.register("t", tables["t"])
+        run = session.sql(QUERIES[1]).execute()
+        assert any(operator == "SharedExec" for operator, *_ in run.spills)
+        check(QUERIES[1], tables, target_partitions=partitions, memory_limit="40KB")
+
+
+def test_a_spilled_shared_partition_is_deleted_by_the_last_reader_or_at_the_end(monkeypatch):
+    from plansight.engine.exec.spill import spill_manager
+
+    _refuse_shared(monkeypatch)
+    session = _session(3)
+    every_reader = session.sql(QUERIES[2])
+    ctx = TaskContext(every_reader.config, MemoryPool(None))
+    assert _run(every_reader.physical, ctx) > 0
+    assert spill_manager(ctx).history  # it spilled
+    assert spill_manager(ctx).live_files() == [] and ctx.memory_pool.reserved == 0
+    ctx.cleanup()
+    # one reader of two: the file waits for the other until the end of the query
+    one = _shared(every_reader.physical)[0]
+    ctx = TaskContext(every_reader.config, MemoryPool(None))
+    assert _run(one, ctx) > 0
+    assert spill_manager(ctx).live_files()
+    ctx.cleanup()
+    assert spill_manager(ctx).live_files() == [] and ctx.memory_pool.reserved == 0
