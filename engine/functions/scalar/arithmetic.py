@@ -124,9 +124,30 @@ def _bind_temporal(op: str, a: Expr, b: Expr) -> Expr | None:
     raise operator_error(SYMBOLS[op], [a, b])
 
 
+def _null_beside_temporal(op: str, a: Expr, b: Expr) -> tuple[Expr, Expr]:
+    """An untyped NULL added to a DATE or TIMESTAMP, or subtracted from one, is the span
+    DuckDB reads it as: days (INTEGER) beside a DATE, an INTERVAL beside a TIMESTAMP, so
+    ``date_col + NULL`` and ``date_col - NULL`` are DATEs, ``ts_col - NULL`` a TIMESTAMP.
+    ``NULL - date_col`` keeps the other reading (a DATE: a difference in days)."""
+    def span(other: Expr) -> pa.DataType | None:
+        if T.is_date(other.type):
+            return pa.int32()
+        if T.is_timestamp(other.type):
+            return T.INTERVAL
+        return None
+
+    if op not in ("add", "subtract"):
+        return a, b
+    if T.is_null_type(b.type) and span(a) is not None:
+        return a, cast_expr(b, span(a))
+    if op == "add" and T.is_null_type(a.type) and span(b) is not None:
+        return cast_expr(a, span(b)), b
+    return a, b
+
+
 def _arith_binder(op: str):
     def bind(args: list[Expr], options: Mapping[str, Any]) -> Expr:
-        a, b = _literal_sides(*args)
+        a, b = _literal_sides(*_null_beside_temporal(op, *args))
         temporal = _bind_temporal(op, a, b)
         if temporal is not None:
             return temporal

@@ -47,8 +47,8 @@ def _temporal_arg(name: str, args: list[Expr], arg: Expr) -> Expr:
     """A DATE or TIMESTAMP argument (string literals parse as TIMESTAMP)."""
     if T.is_date(arg.type) or T.is_timestamp(arg.type):
         return arg
-    if T.is_string_literal(arg) or T.is_null_literal(arg):
-        return cast_expr(arg, T.TIMESTAMP)
+    if T.is_string_literal(arg) or (T.is_null_literal(arg) and T.is_null_type(arg.type)):
+        return cast_expr(arg, T.TIMESTAMP)  # a typed NULL of another type is refused
     raise signature_error(name, args, "DATE or TIMESTAMP")
 
 
@@ -425,7 +425,7 @@ def bind_epoch_ms(args: list[Expr], options: Mapping[str, Any]) -> Expr:
     """``epoch_ms(timestamp)`` -> milliseconds; ``epoch_ms(bigint)`` -> TIMESTAMP."""
     expect_arity("epoch_ms", args, 1)
     x = args[0]
-    if T.is_integer(x.type) or T.is_null_literal(x):
+    if T.is_integer(x.type) or T.is_null_type(x.type):  # CAST(NULL AS DATE): a DATE
         return call("epoch_ms_to_timestamp", [coerce(x, pa.int64(), "epoch_ms", args)],
                     T.TIMESTAMP)
     return call("epoch_ms", [_temporal_arg("epoch_ms", args, x)], pa.int64())

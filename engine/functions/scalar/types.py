@@ -207,8 +207,8 @@ def number_literal(text: str) -> Literal:
         value = int(text)
         t = integer_literal_type(value)
         return Literal(float(value) if is_float(t) else value, t)
+    # every digit counts, leading zeros too: DuckDB types 0.5 DECIMAL(2, 1), .5 DECIMAL(1, 1)
     whole, _, fraction = text.lstrip("+-").partition(".")
-    whole = whole.lstrip("0")
     scale = len(fraction)
     precision = max(len(whole) + scale, 1)
     if precision > MAX_DECIMAL_PRECISION:
@@ -340,7 +340,9 @@ def unify(args: Sequence[Expr], context: str, *, cast) -> tuple[list[Expr], pa.D
         strings = [a for a in args if is_string_literal(a)]
         target = pa.string() if strings else pa.null()
     else:
-        non_literal = [a for a in typed if not isinstance(a, Literal)]
+        # a typed NULL (CAST(NULL AS SMALLINT)) is typed as a column is: a literal 2 beside
+        # it takes its type, as DuckDB's does
+        non_literal = [a for a in typed if not isinstance(a, Literal) or a.value is None]
         kinds = non_literal or typed
         target = common_supertype([a.type for a in kinds], context)
         # integer literals do not widen an integer column's type if they fit it
