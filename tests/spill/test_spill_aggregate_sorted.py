@@ -214,7 +214,9 @@ def test_many_runs_merge_in_levels(many, tmp_path, monkeypatch):
     monkeypatch.setattr(sorted_runs.SortedRuns, "_merge_level",
                         lambda runs, group: levels.append(len(group)) or merge_level(runs, group))
     sql = f"SELECT s, k, {DECOMPOSABLE} FROM t GROUP BY s, k"
-    recorder = _check_spilled(sql, {"t": many}, tmp_path, 1)
+    # 64K-row scan batches (4096 x widen_scan_batches' 16): a run per batch or two, enough
+    # runs for two merge levels
+    recorder = _check_spilled(sql, {"t": many}, tmp_path, 1, batch_size=4096)
     assert levels and len(recorder.written) > 2 + len(levels)
     # every file is read back once: the first runs by a level, the level files by the last
     assert len(recorder.read) == len(recorder.written)
@@ -245,7 +247,9 @@ def test_no_spill_file_remains_after_a_failure(many, tmp_path, monkeypatch):
     monkeypatch.setattr(SpillManager, "_new_path",
                         lambda manager, metrics: created.append(new_path(manager, metrics))
                         or created[-1])
-    s = ps.Session(target_partitions=1, memory_limit=LIMIT, spill_dir=str(tmp_path))
+    # 64K-row scan batches (4096 x widen_scan_batches' 16): runs spill before the last one
+    s = ps.Session(target_partitions=1, memory_limit=LIMIT, spill_dir=str(tmp_path),
+                   batch_size=4096)
     s.register("t", many)
     s.register("t", many.append_column("row_id", pa.array(np.arange(ROWS))))
     # the last row fails, after runs were spilled
