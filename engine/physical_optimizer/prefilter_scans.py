@@ -20,6 +20,7 @@ ANALYZE counts the rows it drops as the scan's ``rows_skipped_prefilter``.
 
 from __future__ import annotations
 
+from plansight.engine.logical.expr import split_conjunction
 from plansight.engine.physical.filter import FilterExec, cheap_conjuncts
 from plansight.engine.physical.plan import ExecutionPlan
 from plansight.engine.physical.scan import DataSourceExec
@@ -31,5 +32,7 @@ def prefilter_scans(plan: ExecutionPlan) -> ExecutionPlan:
     for _, node in plan.walk():
         if isinstance(node, FilterExec) and isinstance(node.input, DataSourceExec) and \
                 node.input.fetch is None:
-            node.input.prefilter = cheap_conjuncts(node.predicate)
+            node.input.prefilter = cheap = cheap_conjuncts(node.predicate)
+            node.input.prefilter_whole = cheap is not None and \
+                len(split_conjunction(cheap)) == len(split_conjunction(node.predicate))
     return plan

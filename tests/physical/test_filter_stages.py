@@ -77,6 +77,11 @@ QUERIES = [
     "SELECT v, x FROM t WHERE v >= 0",  # every row passes: batches go through uncopied
     "SELECT v FROM t WHERE v >= 0 AND mode <> 'no such mode'",
     "SELECT v FROM t WHERE v < 0",
+    # only cheap conjuncts, strings read: the scan's pass drops rows while they are indices
+    "SELECT mode, count(*), sum(x), min(name) FROM t WHERE d <= DATE '1995-10-01' "
+    "GROUP BY mode ORDER BY mode",
+    "SELECT v, mode, name FROM t WHERE x <> 7 AND d IS NOT NULL",
+    "SELECT mode, name FROM t WHERE x > 1000",
 ]
 
 
@@ -192,5 +197,38 @@ def test_the_early_pass_stops_when_it_keeps_nearly_every_row(tmp_path):
         assert few.result.column(0)[0].as_py() == 1000
         assert not any(bypassed for _, bypassed in calls)
         assert "rows_skipped_prefilter=299000" in few.explain_analyze()
+    finally:
+        _Prefilter.apply = apply
+
+
+def test_a_whole_cheap_predicate_stays_in_the_scan_while_it_drops_any_row(tmp_path):
+    """Cheap conjuncts that are the filter's whole predicate are tested on every batch as
+    long as they drop rows (the filter above then copies nothing), even at 99% kept; when
+    they keep every row of the first 65,536 they stop, as a partial pass stops at 95%."""
+    n = 300_000
+    table = pa.table({"s": pa.array(["a", "b", "c"] * (n // 3)), "x": np.arange(n)})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=50_000)
+    session = ps.Session(target_partitions=1)
+    session.register_parquet("t", str(tmp_path / "t.parquet"))
+    calls = []
+    apply = _Prefilter.apply
+
+    def counted(self, batch, metrics, stored_as):
+        out = apply(self, batch, metrics, stored_as)
+        calls.append((batch.num_rows, self.bypassed, self.whole))
+        return out
+    _Prefilter.apply = counted
+    try:
+        sql = "SELECT s, count(*) FROM t WHERE x % 100 <> 0 GROUP BY s ORDER BY s"
+        most = session.sql(sql).execute()
+        assert most.result.column(1).to_pylist() == [99_000] * 3
+        assert calls and all(whole and not bypassed for _, bypassed, whole in calls), calls
+        assert "rows_skipped_prefilter=3000" in most.explain_analyze()
+        assert_same(most.result, run_duckdb(sql, {"t": table}), ordered=True, sql=sql)
+        calls.clear()
+        every = session.sql("SELECT s, count(*) FROM t WHERE x >= 0 GROUP BY s")
+        assert sorted(every.to_arrow().column(1).to_pylist()) == [100_000] * 3
+        bypassed_at = next(i for i, (_, bypassed, _) in enumerate(calls) if bypassed)
+        assert sum(rows for rows, _, _ in calls[:bypassed_at + 1]) <= 1 << 17, calls
     finally:
         _Prefilter.apply = apply
