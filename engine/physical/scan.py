@@ -328,7 +328,8 @@ class _Prefilter:
     (prefilter_scans.py), over batches as stored, before their dictionary-encoded columns
     are decoded. Like a join key filter (BYPASS_PASSING), it stops once it has kept nearly
     every row of the first ``BYPASS_AFTER_ROWS``: then it only doubles the filter's work
-    (Q1's date bound keeps 98.6%, Q19's ``p_size >= 1`` every part). Batches under
+    (Q19's ``p_size >= 1`` keeps every part, and its string conjuncts are left to the
+    filter, which then copies the batch anyway). Batches under
     ``MIN_ROWS`` rows (what a join key filter left) pass untested: decoding their strings
     costs less than the pass's Python per batch (Q19's lineitem, ~150 rows a batch).
 

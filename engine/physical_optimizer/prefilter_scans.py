@@ -14,8 +14,9 @@ row it keeps is judged as before. It may only drop rows the filter would drop (a
 conjunct false or NULL); should the cheap stage raise (an overflow the written order might
 never reach), the scan keeps the batch whole and the filter decides, as without it. Not
 under a LIMIT in the scan (which rows are read would change). The scan stops the pass when
-it keeps nearly every row, and skips small batches (scan.py, ``_Prefilter``). EXPLAIN
-ANALYZE counts the rows it drops as the scan's ``rows_skipped_prefilter``.
+it keeps nearly every row (every row, when the cheap conjuncts are the whole predicate: the
+filter above then copies nothing), and skips small batches (scan.py, ``_Prefilter``).
+EXPLAIN ANALYZE counts the rows it drops as the scan's ``rows_skipped_prefilter``.
 """
 
 from __future__ import annotations
