@@ -235,7 +235,7 @@ class DataSourceExec(ExecutionPlan):
 
     def _execute(self, partition, ctx):
         batches = self._read(partition, ctx)
-        if self.dynamic_filters:
+        if self.dynamic_filters or self.prefilter is not None:
             batches = _coalesced(batches, ctx.batch_size)
         yield from batches
 
@@ -378,7 +378,9 @@ def _coalesced(batches, rows: int):
     A selective join key filter leaves a few hundred rows of each batch read (TPC-H Q7's
     lineitem: 38K rows in 106 batches); every operator above costs some Python per batch,
     which then outweighs its work on the rows (Q7's two joins above that scan: ~0.4 ms per
-    batch of ~360 rows)."""
+    batch of ~360 rows). A prefilter leaves as little: of each 65,536 rows of lineitem read,
+    Q12's date conditions keep ~1,000, and its filter, join probe, projections and aggregate
+    ran 106 times instead of 14 (Q12: -8% CPU at 1 and 2 partitions)."""
     pending, held = [], 0
     for batch in batches:
         if batch.num_rows >= rows:

@@ -232,3 +232,27 @@ def test_a_whole_cheap_predicate_stays_in_the_scan_while_it_drops_any_row(tmp_pa
         assert sum(rows for rows, _, _ in calls[:bypassed_at + 1]) <= 1 << 17, calls
     finally:
         _Prefilter.apply = apply
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 7, 8192])
+def test_what_the_early_pass_leaves_is_coalesced_in_order(every_batch, batch_size, tmp_path):
+    """Q12's date conditions leave ~1,000 of each 65,536 rows read: the scan joins such
+    leftovers into batches of ``batch_size`` rows (fewer batches for the operators above),
+    in the order read."""
+    n = 20_000
+    table = pa.table({"s": pa.array(["a", "b", None, "c"] * (n // 4)), "x": np.arange(n)})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=3_000)
+    session = ps.Session(target_partitions=1, batch_size=batch_size)
+    session.register_parquet("t", str(tmp_path / "t.parquet"))
+    sql = "SELECT x FROM t WHERE x % 50 < 2 AND s <> 'z'"
+    run = session.sql(sql).execute()
+    scan = next(line for line in run.explain_analyze().splitlines() if "DataSourceExec" in line)
+    assert "rows_skipped_prefilter=" in scan, scan
+    kept = run.result.column("x").to_pylist()
+    # x % 50 = 0 has s 'a' or NULL, x % 50 = 1 'b' or 'c'
+    assert kept == sorted(kept) and len(kept) == n // 50 + n // 100
+    assert_same(run.result, run_duckdb(sql, {"t": table}), ordered=False, sql=sql)
+    # every batch but the last holds at least batch_size rows (read: 3,000 a row group)
+    rows, batches = (int(scan.split(f"{metric}=")[1].split(",")[0])
+                     for metric in ("output_rows", "output_batches"))
+    assert rows == 2 * n // 50 and batches <= -(-rows // batch_size), scan
