@@ -88,6 +88,41 @@ def test_importing_plansight_first_puts_arrow_cpp_default_on_jemalloc():
     assert run({"ARROW_DEFAULT_MEMORY_POOL": "system"}) == ["system", "system"]  # the user's
 
 
+def test_jemalloc_gets_one_arena_unless_the_user_gave_options():
+    from plansight.engine.exec.allocator import (
+        JEMALLOC_CONF,
+        JEMALLOC_CONF_VARIABLE,
+        arrow_pool_before_import,
+        restore_arrow_pool_variable,
+    )
+    environ: dict[str, str] = {}
+    if not sys.platform.startswith("linux"):
+        assert arrow_pool_before_import(environ, {}) is None and environ == {}
+        return
+    assert arrow_pool_before_import(environ, {}) == "jemalloc"
+    assert environ[JEMALLOC_CONF_VARIABLE] == JEMALLOC_CONF == "narenas:1"
+    assert restore_arrow_pool_variable(environ, {"pyarrow": object()}) and environ == {}
+    users = {JEMALLOC_CONF_VARIABLE: "narenas:4"}
+    assert arrow_pool_before_import(users, {}) == "jemalloc"
+    assert restore_arrow_pool_variable(users, {"pyarrow": object()})
+    assert users == {JEMALLOC_CONF_VARIABLE: "narenas:4"}  # theirs, kept
+
+
+_CONF_AFTER_IMPORT = ("import os, plansight, pyarrow as pa; "
+                      "print(os.environ.get('JE_ARROW_MALLOC_CONF'))")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="set on Linux only")
+def test_the_jemalloc_options_are_not_inherited_by_child_processes():
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ARROW_DEFAULT_MEMORY_POOL", "JE_ARROW_MALLOC_CONF")}
+    def run(extra):
+        return subprocess.run([sys.executable, "-c", _CONF_AFTER_IMPORT], env={**env, **extra},
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert run({}) == "None"
+    assert run({"JE_ARROW_MALLOC_CONF": "narenas:2"}) == "narenas:2"
+
+
 _RELEASE = """
 import threading, numpy as np, plansight as ps
 from plansight.engine.exec.allocator import release_freed_memory
