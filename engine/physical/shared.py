@@ -36,6 +36,7 @@ block on queues no one drains.
 
 from __future__ import annotations
 
+import copy
 import threading
 import weakref
 
@@ -93,6 +94,7 @@ class _Partition:
         self.file: SpillFile | None = None  # spilled when the pool refused them
         self.ctx = None  # the run that wrote ``file``
         self.failed = False
+        self.error: Exception | None = None  # what failed it, raised again to later readers
         self.unread = readers
         self.reservation = None
 
@@ -160,10 +162,18 @@ class SharedExec(ExecutionPlan):
             with entry.lock:
                 if entry.failed:
                     ctx.check_cancelled()
+                    if entry.error is not None:
+                        # the first reader's own error: a stand-in raised here could reach
+                        # the user before it does (fuzz seed 9841, query 3185)
+                        raise copy.copy(entry.error)
                     raise ExecutionError("a shared subplan failed in another reader")
                 if entry.batches is None and entry.file is None:
                     entry.failed = True  # until it completes
-                    self._materialize(entry, source, partition, ctx)
+                    try:
+                        self._materialize(entry, source, partition, ctx)
+                    except Exception as error:
+                        entry.error = error
+                        raise
                     entry.failed = False
                 batches = entry.batches
                 if entry.file is not None:  # opened now: the last reader may delete it

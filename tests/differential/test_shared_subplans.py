@@ -199,3 +199,25 @@ def test_a_spilled_shared_partition_is_deleted_by_the_last_reader_or_at_the_end(
     assert spill_manager(ctx).live_files()
     ctx.cleanup()
     assert spill_manager(ctx).live_files() == [] and ctx.memory_pool.reserved == 0
+
+
+def test_a_later_reader_raises_the_first_readers_error(monkeypatch):
+    """A reader that finds its partition failed raises the error that failed it, not a
+    stand-in: both readers' errors race to the query's error slot, and at one partition the
+    stand-in "a shared subplan failed in another reader" sometimes won (fuzz seed 9841,
+    query 3185)."""
+    from plansight.engine.errors import ExecutionError
+
+    query = _session(1).sql(QUERIES[2])
+    first, second = _shared(query.physical)
+    ctx = TaskContext(query.config, MemoryPool(None))
+
+    def overflow(self, partition, ctx):
+        raise ExecutionError("Overflow in multiplication of BIGINT, BIGINT")
+        yield
+
+    monkeypatch.setattr(type(first.input), "execute", overflow)
+    for reader in (first, second):
+        with pytest.raises(ExecutionError, match="Overflow in multiplication"):
+            _run(reader, ctx)
+    ctx.cleanup()
