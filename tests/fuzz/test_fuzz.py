@@ -66,6 +66,10 @@ def _kinds(sql: str) -> list[tuple[str, str]]:
     # its OVER, not as CAST(sum(x) AS BIGINT) OVER (...), which DuckDB rejects
     ("SELECT b, sum(x) OVER (PARTITION BY b) AS s FROM t ORDER BY b DESC LIMIT 1",
      "sum-beyond-bigint", "SUM past BIGINT"),
+    # ... and arithmetic on a SUM that fits: BIGINT + BIGINT overflows, HUGEINT + BIGINT
+    # does not (seed 9842, query 7120)
+    ("SELECT sum(x) + 9223372036854775807 FROM t WHERE b", "sum-beyond-bigint",
+     "SUM past BIGINT"),
     # DuckDB computes -(-2**31) on rows the FILTER excludes; plansight does not
     ("SELECT max(-(i)) FILTER (WHERE b) FROM t", "evaluation-order", "FILTER excludes"),
     # DuckDB evaluates the right operand though the empty left one decides the result
