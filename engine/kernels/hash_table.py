@@ -219,6 +219,32 @@ def range_factorize(values, valid, low, size):
     return ids, table, uniques[:count].copy()
 
 
+#: a ``small_range_factorize`` table's most slots (int32 each: 256 KiB, cache resident)
+MAX_SMALL_RANGE_SLOTS = 1 << 16
+
+
+@kernel
+def small_range_factorize(values, low, size):
+    """(id per row, number of ids) of keys that are all valid and lie in [low, low + size),
+    ``size`` at most ``MAX_SMALL_RANGE_SLOTS``: range_factorize without its run check,
+    validity or uniques. With a table in cache a key costs one access, while the run check
+    is a branch mispredicted wherever keys alternate (TPC-H Q1's two flags change every third
+    row: 12 ms instead of 29 for 6M rows)."""
+    n = len(values)
+    ids = np.empty(n, np.int64)
+    table = np.full(size, -1, np.int32)
+    count = 0
+    for i in range(n):
+        slot = values[i] - low
+        found = table[slot]
+        if found < 0:
+            found = count
+            table[slot] = count
+            count += 1
+        ids[i] = found
+    return ids, count
+
+
 @kernel
 def valid_span(values, valid):
     """(low, high, valid rows) of the valid ``values`` in one pass ((0, 0, 0) when none):
@@ -295,6 +321,21 @@ def pack_short_bytes(offsets, data, valid):
                 packed |= np.int64(data[start + k]) << (8 * k + 3)
             out[i] = packed
     return out, True
+
+
+@kernel
+def common_width(offsets):
+    """The length of every value when all are equally long, else -1 (-1 for no rows too):
+    one pass over the offsets. A column of one-byte flags is then its data buffer, a byte
+    per row, with nothing to pack (keys.py ``one_byte_values``)."""
+    n = len(offsets) - 1
+    if n <= 0:
+        return -1
+    width = offsets[1] - offsets[0]
+    differ = 0
+    for i in range(2, n + 1):  # no early exit: the loop vectorizes (2.5x faster)
+        differ |= (offsets[i] - offsets[i - 1]) ^ width
+    return -1 if differ else width
 
 
 @kernel
