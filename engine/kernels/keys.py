@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from plansight.engine.kernels.decimal import fits_int64, unscaled
+from plansight.engine.kernels.dictionary import known_width
 from plansight.engine.kernels.hash_table import (
     MAX_PACKED_BYTES,
     MAX_SMALL_RANGE_SLOTS,
@@ -145,7 +146,8 @@ def one_byte_values(key: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
         if key_kind(chunk.type) != "bytes":
             return None  # dictionary-encoded: decoded by the packed path
         offsets, data = byte_buffers(chunk, widen=False)
-        if common_width(offsets) != 1:
+        width = known_width(chunk)  # as the scan decoded it: no pass over the offsets
+        if (width if width is not None else common_width(offsets)) != 1:
             return None
         pieces.append(data[offsets[0]:offsets[0] + len(chunk)])
     if not pieces:
@@ -249,6 +251,11 @@ def short_bytes(key: pa.Array | pa.ChunkedArray) -> bool:
         if not (pa.types.is_string(chunk.type) or pa.types.is_binary(chunk.type) or
                 pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)):
             return False
+        width = known_width(chunk)
+        if width is not None:
+            if width > MAX_PACKED_BYTES:
+                return False
+            continue
         offsets, _ = byte_buffers(chunk, widen=False)
         if longest_bytes(offsets) > MAX_PACKED_BYTES:
             return False

@@ -81,3 +81,43 @@ def test_parquet_flags_read_as_dictionaries(tmp_path, monkeypatch, partitions, b
         expected[(f, m)] = expected.get((f, m), 0) + 1
     assert counts == expected
     assert any(decoded) and not all(decoded)  # flag by the gather, mode by Arrow
+
+
+def test_decoded_arrays_share_offsets_that_tell_their_width():
+    """Decoded arrays take their offsets from one shared sequence per width, which
+    ``known_width`` recognizes (slices too) without a pass; arrays Arrow made do not, and
+    arrays decoded before a longer batch grew the sequence keep their width and values."""
+    from plansight.engine.kernels.dictionary import _OFFSETS, known_width
+    from plansight.engine.kernels.keys import group_ids, one_byte_values, short_bytes
+
+    rng = np.random.default_rng(2)
+    flags = pa.array(["A", "N", "R"])
+    brands = pa.array(["Brand#12", "Brand#55"])
+    small = pa.array(rng.integers(0, 3, 100), pa.int32())
+    a = decode_one_width(small, flags)
+    b = decode_one_width(pa.array(rng.integers(0, 2, 50), pa.int8()), brands)
+    assert known_width(a) == 1 and known_width(a.slice(10, 20)) == 1
+    assert known_width(b) == 8 and not short_bytes(b)
+    assert short_bytes(a)
+    assert known_width(pa.concat_arrays([a, a])) is None
+    assert known_width(a.take(pa.array([0, 2]))) is None
+    assert known_width(pa.array(["A"])) is None and known_width(a.slice(0, 0)) is None
+    rows = 2 * _sequence_rows() + 5  # grows the shared sequence
+    big_indices = pa.array(rng.integers(0, 3, rows), pa.int32())
+    big = decode_one_width(big_indices, flags)
+    assert big.equals(flags.take(big_indices)) and known_width(big) == 1
+    assert a.equals(flags.take(small)) and known_width(a) == 1
+    column = pa.chunked_array([a.slice(5), big, a.slice(0, 3)])
+    expected = pa.chunked_array([flags.take(small).slice(5), flags.take(big_indices),
+                                 flags.take(small).slice(0, 3)])
+    assert one_byte_values(column).tobytes() == "".join(expected.to_pylist()).encode()
+    ids, groups = group_ids([column])
+    want, want_groups = group_ids([pa.array(expected.to_pylist())])
+    assert groups == want_groups and ids.tolist() == want.tolist()
+    assert len(_OFFSETS.spans) >= 2
+
+
+def _sequence_rows() -> int:
+    from plansight.engine.kernels.dictionary import _OneWidthOffsets
+
+    return _OneWidthOffsets.MIN_ROWS
