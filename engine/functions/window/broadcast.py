@@ -135,7 +135,8 @@ def _extremum(func: str, values: pa.Array, contributing: np.ndarray | None, code
         # NaN sorts above every number: MIN ignores it (fmin), MAX returns it (maximum)
         op, identity = (np.fmin, np.nan) if is_min else (np.maximum, -np.inf)
         result = np.full(num_groups, identity, dtype=numbers.dtype)
-        op.at(result, codes, np.where(contributing, numbers, identity))
+        with np.errstate(invalid="ignore"):  # a NaN operand is expected, not a warning
+            op.at(result, codes, np.where(contributing, numbers, identity))
         return pa.array(result[codes], mask=empty).cast(typ)
     if pa.types.is_boolean(typ):
         storage = pa.uint8()
