@@ -9,6 +9,7 @@ intervals, typed like DuckDB.
     DATE + INTEGER           -> DATE,   DATE - DATE -> BIGINT (days)
     DATE|TIMESTAMP ± INTERVAL -> TIMESTAMP (months are calendar months, clamped to month end)
     TIMESTAMP - TIMESTAMP    -> INTERVAL (an Arrow duration[us])
+    INTERVAL * number, number * INTERVAL, INTERVAL / number -> INTERVAL (see scale_interval)
 """
 
 from __future__ import annotations
@@ -119,8 +120,16 @@ def _bind_temporal(op: str, a: Expr, b: Expr) -> Expr | None:
     if op in ("add", "subtract") and span_a and span_b:
         target = T.common_supertype([ta, tb], f"operator '{SYMBOLS[op]}'")
         return call(op, [cast_expr(a, target), cast_expr(b, target)], target)
-    if op in ("multiply", "divide") and span_a and T.is_numeric(tb) and T.is_duration(ta):
-        return call(op, [a, cast_expr(b, pa.int64())], ta)
+    if op == "multiply" and T.is_numeric(ta) and span_b:
+        a, b, ta, tb, span_a = b, a, tb, ta, True
+    if op in ("multiply", "divide") and span_a and T.is_numeric(tb):
+        # DuckDB's two overloads: INTERVAL * BIGINT (exact, each field overflow-checked) for
+        # integers that fit BIGINT, INTERVAL * DOUBLE otherwise; a division is always DOUBLE.
+        # A TIMESTAMP difference (a duration here) is the INTERVAL DuckDB makes of it: whole
+        # days and the rest, so (ts1 - ts2) * 1.5 cascades the half day as DuckDB does
+        exact = op == "multiply" and T.is_integer(tb) and tb != pa.uint64()
+        span = cast_expr(a, T.INTERVAL) if T.is_duration(ta) else a
+        return call(op, [span, cast_expr(b, pa.int64() if exact else pa.float64())], T.INTERVAL)
     raise operator_error(SYMBOLS[op], [a, b])
 
 
@@ -145,8 +154,19 @@ def _null_beside_temporal(op: str, a: Expr, b: Expr) -> tuple[Expr, Expr]:
     return a, b
 
 
+def _null_beside_interval(op: str, a: Expr, b: Expr) -> tuple[Expr, Expr]:
+    """An untyped NULL multiplying an INTERVAL, or dividing one, is a number (BIGINT), so
+    ``INTERVAL '1 day' * NULL`` is an INTERVAL NULL (DuckDB) and not INTERVAL * INTERVAL."""
+    if op == "multiply" and T.is_null_type(a.type) and T.is_interval(b.type):
+        return cast_expr(a, pa.int64()), b
+    if op in ("multiply", "divide") and T.is_null_type(b.type) and T.is_interval(a.type):
+        return a, cast_expr(b, pa.int64())
+    return a, b
+
+
 def _arith_binder(op: str):
     def bind(args: list[Expr], options: Mapping[str, Any]) -> Expr:
+        args = _null_beside_interval(op, *args)
         a, b = _literal_sides(*_null_beside_temporal(op, *args))
         temporal = _bind_temporal(op, a, b)
         if temporal is not None:
@@ -286,6 +306,8 @@ def arithmetic_kernel(args: list[Value], call_: Call) -> Value:
         return shift_timestamp(a, b, -1 if op == "subtract" else 1)
     if T.is_interval(a.type) and T.is_interval(b.type):
         return _interval_add(a, b, -1 if op == "subtract" else 1)
+    if T.is_interval(a.type):
+        return scale_interval(a, b, divide=False)
     fn = {"add": pc.add_checked, "subtract": pc.subtract_checked,
           "multiply": pc.multiply_checked}[op]
     if T.is_decimal(a.type) and T.is_decimal(b.type) and _arrow_decimal_digits(
@@ -293,8 +315,6 @@ def arithmetic_kernel(args: list[Value], call_: Call) -> Value:
         # Arrow's decimal128 result would need more than 38 digits of precision: compute in
         # decimal256 and narrow to the (capped) result type, failing only on real overflow
         a, b = (pc.cast(x, pa.decimal256(x.type.precision, x.type.scale)) for x in (a, b))
-    if T.is_duration(a.type) and op == "multiply":
-        return pc.cast(_checked(op, fn, pc.cast(a, pa.int64()), b, call_=call_), a.type)
     return _to_result(_checked(op, fn, a, b, call_=call_), call_, op)
 
 
@@ -315,8 +335,8 @@ def date_subtract_kernel(args: list[Value], call_: Call) -> Value:
 @kernel("divide")
 def divide_kernel(args: list[Value], call_: Call) -> Value:
     a, b = args
-    if T.is_duration(a.type):
-        return pc.cast(pc.divide(pc.cast(a, pa.int64()), b), a.type)
+    if T.is_interval(a.type):
+        return scale_interval(a, b, divide=True)
     return pc.divide(a, b)
 
 
@@ -391,3 +411,74 @@ def _interval_add(a: Value, b: Value, sign: int) -> Value:
     m2, d2, n2, v2 = C.interval_parts(y)
     return finish(C.make_intervals(m1 + sign * m2, d1 + sign * d2, n1 + sign * n2, v1 & v2),
                   scalar)
+
+
+_INT32_MIN, _INT32_MAX = -(2 ** 31), 2 ** 31 - 1
+_INT64_BOUND = 2.0 ** 63
+
+
+def _round_micro(x: np.ndarray) -> np.ndarray:
+    """Rounded to a millionth (PostgreSQL's TSROUND), so near-whole products stay whole."""
+    return np.rint(x * 1e6) / 1e6
+
+
+def scale_interval(interval: Value, factor: Value, divide: bool) -> Value:
+    """``interval * factor`` or ``interval / factor`` as DuckDB computes it.
+
+    A BIGINT factor multiplies months, days and microseconds exactly (the factor must fit
+    INTEGER, each field its own range, else an error). A DOUBLE factor (and every division,
+    a product with ``1 / factor``) follows PostgreSQL's ``interval_mul``: whole months and days
+    are truncated products, the fraction of a month cascades down as 30 days, the fraction of
+    a day as 86400 seconds (each rounded to a millionth first), and the microseconds are
+    rounded half to even. A result out of range (or a NaN factor) is an error, never wrapped.
+    Vectorized over numpy; NULL in either operand is NULL.
+    """
+    (spans, factors), scalar = broadcast([interval, factor])
+    months, days, nanos, valid = C.interval_parts(spans)
+    valid = valid & np.asarray(factors.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    micros = nanos // 1000  # DuckDB's intervals count microseconds
+    if pa.types.is_integer(factors.type) and not divide:
+        k = to_numpy(factors, 1).astype(np.int64)
+        if np.any(valid & ((k < _INT32_MIN) | (k > _INT32_MAX))):
+            raise ExecutionError("Overflow in multiplication of INTERVAL: the factor does not "
+                                 "fit INTEGER")
+        k = np.where(valid, k, 0)
+        out_months, out_days = months * k, days * k  # |int32 * int32| fits int64
+        try:
+            out_micros = to_numpy(pc.multiply_checked(pa.array(micros), pa.array(k)))
+        except pa.ArrowInvalid as e:
+            raise ExecutionError("Overflow in multiplication of INTERVAL") from e
+        bad = np.zeros(len(k), dtype=bool)
+    else:
+        k = to_numpy(factors, 1.0).astype(np.float64)
+        if divide:
+            if np.any(valid & (k == 0)):
+                raise ExecutionError("division by zero in '/'")
+            with np.errstate(divide="ignore"):
+                k = 1.0 / k
+        with np.errstate(invalid="ignore", over="ignore"):
+            m, d = months * k, days * k
+            bad = ~((m >= _INT32_MIN) & (m <= _INT32_MAX) & (d >= _INT32_MIN) & (d <= _INT32_MAX))
+            m, d = np.where(bad, 0.0, m), np.where(bad, 0.0, d)
+            out_months, out_days = np.trunc(m), np.trunc(d)
+            month_rest = _round_micro((m - out_months) * 30.0)
+            day_rest = np.trunc(month_rest)
+            seconds = _round_micro((d - out_days + month_rest - day_rest) * 86400.0)
+            carry = np.where(np.abs(seconds) >= 86400.0, np.trunc(seconds / 86400.0), 0.0)
+            out_days = out_days + carry + day_rest
+            seconds = seconds - carry * 86400.0
+            exact = np.rint(micros.astype(np.float64) * k + seconds * 1e6)
+            bad |= ~((exact >= -_INT64_BOUND) & (exact < _INT64_BOUND))
+            out_micros = np.where(bad, 0.0, exact).astype(np.int64)
+        out_months, out_days = out_months.astype(np.int64), out_days.astype(np.int64)
+    bad |= (out_months < _INT32_MIN) | (out_months > _INT32_MAX)
+    bad |= (out_days < _INT32_MIN) | (out_days > _INT32_MAX)
+    # the Arrow interval holds nanoseconds in int64: a narrower range than DuckDB's micros
+    bad |= np.abs(out_micros) > np.iinfo(np.int64).max // 1000
+    if np.any(bad & valid):
+        raise ExecutionError("Overflow in " + ("INTERVAL division" if divide
+                                               else "multiplication of INTERVAL"))
+    zero = ~valid | bad
+    out = C.make_intervals(np.where(zero, 0, out_months), np.where(zero, 0, out_days),
+                           np.where(zero, 0, out_micros) * 1000, valid)
+    return finish(out, scalar)
