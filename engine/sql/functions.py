@@ -37,6 +37,8 @@ _BINARY = {
     exp.And: "and", exp.Or: "or", exp.NullSafeEQ: "is_not_distinct_from",
     exp.NullSafeNEQ: "is_distinct_from", exp.Like: "like", exp.ILike: "ilike",
     exp.SimilarTo: "similar_to", exp.Glob: "glob",
+    exp.BitwiseAnd: "bitwise_and", exp.BitwiseOr: "bitwise_or", exp.BitwiseXor: "bitwise_xor",
+    exp.BitwiseLeftShift: "shift_left", exp.BitwiseRightShift: "shift_right",
 }
 
 # sqlglot node class -> (DuckDB function name, argument keys in call order)
@@ -282,6 +284,7 @@ NODE_BINDERS: dict[type, NodeBinder] = {
     exp.Escape: _escape,
     **{binary: _binary for binary in _BINARY},
     exp.Neg: lambda node, b: b.operator("negate", b.child(node.this)),
+    exp.BitwiseNot: lambda node, b: b.operator("bitwise_not", b.child(node.this)),
     exp.Not: _not,
     exp.Is: _is,
     exp.In: _in,

@@ -23,6 +23,7 @@ import pyarrow as pa
 from plansight.engine.errors import ExecutionError, InternalError, PlansightError
 from plansight.engine.functions.scalar import (  # noqa: F401  (modules register functions)
     arithmetic,
+    bitwise,
     comparison,
     conditional,
     math,
