@@ -128,7 +128,11 @@ NodeBinder = Callable[[exp.Expression, _Binding], Expr]
 
 
 def _literal(node: exp.Literal, b: _Binding) -> Expr:
-    return Literal(node.this, pa.string()) if node.is_string else number_literal(node.this)
+    if node.is_string:
+        return Literal(node.this, pa.string())
+    if node.meta.get("bare_fraction"):  # written .5, which sqlglot spells 0.5 (sql/parser.py)
+        return number_literal(node.this.removeprefix("0"))
+    return number_literal(node.this)
 
 
 def _cast(node: exp.Cast, b: _Binding) -> Expr:  # also TryCast

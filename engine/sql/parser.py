@@ -1,7 +1,9 @@
 """Parsing SQL text with sqlglot (DuckDB dialect), turning its errors into SqlSyntaxError.
 
-Three additions to the dialect: ORDER BY items remember whether NULLS FIRST/LAST was written,
-so that the session's ``default_null_order`` applies only where it was not; a ``:name``
+Four additions to the dialect: a literal written ``.5`` remembers that it had no whole
+digits (sqlglot spells it ``0.5``; DuckDB types it DECIMAL(1, 1)); ORDER BY items remember
+whether NULLS FIRST/LAST was written, so that the session's ``default_null_order`` applies only
+where it was not; a ``:name``
 parameter right after a keyword (``SELECT :x``) stays a parameter instead of being read as
 DuckDB's prefix alias ``name: expr`` with the keyword taken for the name; and ``EXPLAIN
 [ANALYZE] query`` parses into a Describe node marked ``explain`` (sqlglot's DuckDB dialect
@@ -42,6 +44,16 @@ class _Dialect(DuckDB):
                     and self._curr.token_type not in self.ALIAS_TOKENS):
                 return super(DuckDB.Parser, self)._parse_expression()
             return super()._parse_expression()
+
+        def _parse_primary(self):
+            # sqlglot reads ``.5`` as the literal ``0.5``; DuckDB types it by the digits written
+            # (DECIMAL(1, 1), not DECIMAL(2, 1)), so the literal remembers it had no whole part
+            bare = (self._curr is not None and self._curr.token_type == TokenType.DOT
+                    and self._next is not None and self._next.token_type == TokenType.NUMBER)
+            node = super()._parse_primary()
+            if bare and isinstance(node, exp.Literal):
+                node.meta["bare_fraction"] = True
+            return node
 
         def _parse_placeholder(self):
             # remember where ``:name`` was written, so an unbound one gets a caret under it

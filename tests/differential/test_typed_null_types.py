@@ -4,7 +4,8 @@ A typed NULL (``CAST(NULL AS SMALLINT)``) is typed as a column of that type is: 
 beside it takes its type (``% 2`` stays SMALLINT). An untyped NULL added to a DATE or
 TIMESTAMP, or subtracted from one, is the span DuckDB reads it as (days, an INTERVAL). A
 decimal literal counts every digit, leading zeros too (``0.5`` is DECIMAL(2, 1), so
-``DECIMAL(10, 2) * 0.5`` is DECIMAL(12, 3)). Each expression's ``typeof`` and values are
+``DECIMAL(10, 2) * 0.5`` is DECIMAL(12, 3)), and only the digits written (``.5``, which sqlglot
+spells ``0.5``, is DECIMAL(1, 1)). Each expression's ``typeof`` and values are
 compared with DuckDB's, and the Arrow result types too, at partitions 1/2/3/8 and batch sizes
 1/3/7/8192 (NULL and non-NULL rows; an empty table).
 """
@@ -50,6 +51,15 @@ EXPRESSIONS = [
     "CAST(d AS DECIMAL(10, 2)) * 0.0",
     "0.500",
     "-0.25",
+    ".5",
+    "-.25",
+    ".50",
+    ".0",
+    "CAST(d AS DECIMAL(10, 2)) * .5",
+    ".05 + CAST(s AS DECIMAL(4, 0))",
+    "1 + .5",
+    ".12345678901234567890123456789012345678",
+    "0.12345678901234567890123456789012345678",
     # an untyped NULL beside a DATE is days, beside a TIMESTAMP an INTERVAL
     "dt + NULL",
     "NULL + dt",
