@@ -5,7 +5,8 @@ UTINYINT & TINYINT BIGINT, a literal that fits keeps a column's type, a typed NU
 type); ``<<`` refuses a negative value or shift, a shift of the type's width or more and a
 result that does not fit; ``>>`` outside [0, width) is 0. Each expression's ``typeof``, values
 and Arrow type are compared at partitions 1/2/3/8 and batch sizes 1/3/7/8192, on rows with NULLs
-and on an empty table; the refusals are errors in both engines.
+and on an empty table; the refusals are errors in both engines. Arithmetic on a signed and an
+unsigned column resolves its operand type the same way (TINYINT + UTINYINT is BIGINT).
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ EXPRESSIONS = [
     "small << sh", "CAST(small AS UTINYINT) << sh", "CAST(small AS BIGINT) << 56",
     "CAST(small AS UBIGINT) << 61", "u8 >> 7", "i64 >> 63",
     "(i16 & 7) | (i8 >> 1)", "~(u8 & 15)",
+    # arithmetic resolves a signed and an unsigned column the same way (BIGINT unless the
+    # signed type is wider), where COALESCE's common type is narrower
+    "i8 + u8", "u8 - i8", "i16 * u16", "i8 + u16", "CAST(sh AS SMALLINT) + u8", "sh - u16",
+    "i32 + u32", "i64 + u32", "u8 * CAST(NULL AS TINYINT)", "i16 // CAST(sh + 1 AS UTINYINT)",
+    "i8 % CAST(sh + 1 AS USMALLINT)", "i8 / u8", "COALESCE(i8, u8)", "u8 // 2 + 1",
+    "u8 + -1",
 ]
 
 

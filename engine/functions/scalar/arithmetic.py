@@ -72,6 +72,9 @@ def _numeric_args(op: str, a: Expr, b: Expr) -> tuple[list[Expr], pa.DataType]:
     if decimal and not (T.is_float(a.type) or T.is_float(b.type)):
         return [cast_expr(x, T.as_decimal(x.type)) for x in (a, b)], None
     args, target = T.unify([a, b], f"operator '{SYMBOLS[op]}'", cast=cast_expr)
+    mixed = T.mixed_sign_operator_type(a, b)  # TINYINT + UTINYINT is BIGINT, as in DuckDB
+    if mixed is not None:
+        return [cast_expr(x, mixed) for x in (a, b)], mixed
     return args, target
 
 

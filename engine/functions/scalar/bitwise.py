@@ -56,25 +56,14 @@ def _binder(op: str):
 
 
 def _mixed_sign_type(a: Expr, b: Expr) -> pa.DataType | None:
-    """DuckDB's type for a signed and an unsigned integer operand (neither a bare literal):
-    the signed type when it is wider, else BIGINT (TINYINT & UTINYINT is BIGINT, not
-    SMALLINT); None when the operands are not such a pair. Beside a UBIGINT DuckDB answers
-    HUGEINT, which plansight has no type for: refused as not supported."""
-    def column(x: Expr) -> bool:
-        return T.is_integer(x.type) and not (isinstance(x, Literal) and x.value is not None)
-
-    if not (column(a) and column(b)):
-        return None
-    signed = [x.type for x in (a, b) if pa.types.is_signed_integer(x.type)]
-    unsigned = [x.type for x in (a, b) if pa.types.is_unsigned_integer(x.type)]
-    if len(signed) != 1 or len(unsigned) != 1:
-        return None
-    if signed[0].bit_width > unsigned[0].bit_width:
-        return signed[0]
-    if unsigned[0].bit_width == 64:
+    """T.mixed_sign_operator_type; a signed integer beside a UBIGINT (a HUGEINT in DuckDB)
+    is refused rather than typed BIGINT and failing on large values."""
+    columns = [x.type for x in (a, b) if T.is_integer(x.type)
+               and not (isinstance(x, Literal) and x.value is not None)]
+    if pa.uint64() in columns and any(pa.types.is_signed_integer(t) for t in columns):
         raise NotSupportedError("bitwise operators on a signed integer and a UBIGINT (a HUGEINT "
                                 "in DuckDB) are not supported yet")
-    return pa.int64()
+    return T.mixed_sign_operator_type(a, b)
 
 
 for _op in ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right"):

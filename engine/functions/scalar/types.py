@@ -216,6 +216,32 @@ def number_literal(text: str) -> Literal:
     return Literal(Decimal(text), pa.decimal128(precision, scale))
 
 
+def mixed_sign_operator_type(a: Expr, b: Expr) -> pa.DataType | None:
+    """DuckDB's operand type for an operator (+ - * // % & | << ...) on a signed and an
+    unsigned integer, neither a bare literal: the signed type when it is wider, else BIGINT.
+
+    DuckDB's operators have overloads for like-signed types only, so TINYINT + UTINYINT
+    resolves to BIGINT, where the common type (COALESCE, CASE, comparisons) is SMALLINT. Beside
+    a UBIGINT DuckDB answers HUGEINT, which plansight has no type for: None here (as for any
+    other pair), and the caller decides.
+
+    Example:
+        >>> mixed_sign_operator_type(Cast(Literal(1, pa.int64()), pa.int8()),
+        ...                          Cast(Literal(1, pa.int64()), pa.uint8()))
+        DataType(int64)
+    """
+    def column(x: Expr) -> bool:
+        return is_integer(x.type) and not (isinstance(x, Literal) and x.value is not None)
+
+    if not (column(a) and column(b)):
+        return None
+    signed = [x.type for x in (a, b) if pa.types.is_signed_integer(x.type)]
+    unsigned = [x.type for x in (a, b) if pa.types.is_unsigned_integer(x.type)]
+    if len(signed) != 1 or unsigned[0].bit_width == 64:
+        return None
+    return signed[0] if signed[0].bit_width > unsigned[0].bit_width else pa.int64()
+
+
 def literal_fits(value: int, t: pa.DataType) -> bool:
     """Whether an integer value is representable in integer type ``t``."""
     if pa.types.is_signed_integer(t):
