@@ -702,3 +702,40 @@ def finish_merged(spec: AggregateSpec, merged: list[pa.ChunkedArray]) -> pa.Arra
             raise bigint_sum_overflow(spec.output.split("#")[0])
     return _cast_result(merged[0], spec.type)
 
+
+
+# Skipping partial aggregation: where the group keys barely repeat, a partial aggregate costs
+# a full hash aggregation and reduces almost nothing; it can instead hand each input row on
+# as a state of its own (a group of one row), which the final aggregate merges as any state:
+#
+#   count(*) -> 1     count(x) -> 1 if x is not NULL else 0     sum(x) -> x (in the state type)
+#   avg(x)   -> (x::double, 1 or 0)     min, max, any_value, bool_and/or, bit_* -> x
+#
+# The co-moment statistics (corr, regr_*) have no cheap one-row state: they always aggregate.
+_ROW_IS_STATE = ("min", "max", "bool_and", "bool_or", "every", "any_value", "first",
+                 "arbitrary") + BITWISE
+
+
+def has_row_states(spec: AggregateSpec) -> bool:
+    """Whether one input row converts to ``spec``'s partial state without aggregating."""
+    return is_decomposable(spec) and (
+        spec.func in _ROW_IS_STATE + ("count", "count_star", "sum", "avg", "mean"))
+
+
+def row_states(spec: AggregateSpec, table: pa.Table) -> list[pa.ChunkedArray]:
+    """Each row of ``table`` as its own partial state of ``spec``: the columns
+    ``partial_specs(spec)`` would compute for a group of that row alone."""
+    states = partial_specs(spec)
+    if spec.func == "count_star":
+        return [pa.chunked_array([pa.array(np.ones(table.num_rows, np.int64))], pa.int64())]
+    values = table[spec.column]
+    counts = pc.cast(pc.is_valid(values), pa.int64())
+    if spec.func == "count":
+        return [counts]
+    if pa.types.is_boolean(values.type) and not pa.types.is_boolean(states[0].type):
+        values = pc.cast(values, pa.int64())  # Arrow casts no boolean to decimal
+    first = values if values.type == states[0].type else \
+        pc.cast(values, states[0].type, safe=not pa.types.is_floating(states[0].type))
+    if spec.func in ("avg", "mean"):
+        return [first, counts]
+    return [first]

@@ -8,6 +8,13 @@ Modes:
     Partial  per input partition, every ~1M rows: reduce to one state row per group.
     Final    per hash partition of the keys: merge the states, finish (avg = sum / count).
 
+A Partial whose keys barely repeat (the planner expects about as many groups as rows, or its
+first chunk kept more than ``SKIP_RATIO`` of its rows as groups) stops aggregating, as
+DataFusion's "skip partial aggregation": each later row goes on as a state of its own
+(``row_states``: sum(x) -> x, count(x) -> 1 or 0, ...), which the Final merges as any state;
+EXPLAIN ANALYZE counts them as ``skipped_aggregation_rows``. Aggregating them would cost a
+full hash aggregation for almost no fewer rows crossing the exchange.
+
 Single and Final compact as Partial reduces: every chunk of held rows becomes state rows
 merged into those held so far, so few groups hold little whatever the input's size.
 
@@ -50,9 +57,11 @@ from plansight.engine.functions.aggregate import (
     AggregateSpec,
     aggregate_table,
     finish_merged,
+    has_row_states,
     is_decomposable,
     merge_specs,
     partial_specs,
+    row_states,
     with_schema,
 )
 from plansight.engine.logical.expr import Column, SortKey
@@ -278,6 +287,17 @@ class AggregateExec(ExecutionPlan):
         yield from with_schema(self._states(batches, keys),
                                self.schema).to_batches(max_chunksize=ctx.batch_size)
 
+    def _row_states(self, batch: pa.RecordBatch, keys: list[str]) -> pa.Table:
+        """``batch``'s rows each as a state row of its own (a partial aggregate that skips
+        aggregating, ``_HashPartition``), in the output schema."""
+        table = pa.Table.from_batches([batch])
+        columns = [table[k] for k in keys] + [
+            state for spec in self.specs for state in row_states(spec, table)]
+        return pa.Table.from_arrays([column if column.type == field.type else
+                                     column.cast(field.type)
+                                     for column, field in zip(columns, self.schema)],
+                                    schema=self.schema)
+
     def _states(self, batches, keys) -> pa.Table:
         """One state row per group of ``batches`` (the columns ``_final`` merges)."""
         table = pa.Table.from_batches(batches, schema=self.input.schema)
@@ -310,6 +330,9 @@ class _HashPartition:
     chunks turn compaction off for the partition: rows are then held as before, and merging
     ever larger states per chunk would cost more than it saves.
 
+    A partial aggregate of nearly distinct keys skips aggregating (see the module docstring):
+    it holds nothing, each batch goes on converted to states.
+
     Refused memory, by mode: a partial aggregate flushes its states downstream; a global
     aggregate of decomposable functions folds what it holds into one state row; a grouped
     final/single aggregate spills runs of states sorted by the group keys (``SortedRuns``),
@@ -320,6 +343,13 @@ class _HashPartition:
     # states held exceed this many chunks' bytes
     COMPACT_MAX_RATIO = 0.5
     COMPACT_MAX_CHUNKS = 4
+    # a partial aggregate stops aggregating when its groups keep more than this share of the
+    # rows (DataFusion's skip_partial_aggregation_probe_ratio_threshold), judged on its first
+    # chunk of at least this many rows (DataFusion's probe_rows_threshold). The chunk is the
+    # usual one, not a smaller probe: a probe's states would cross the exchange unmerged with
+    # the next chunk's (TPC-H Q13 at 2 partitions: 401K states instead of 249K)
+    SKIP_RATIO = 0.8
+    SKIP_PROBE_ROWS = 100_000
     # the states of compacted chunks are merged once the unmerged ones hold this many bytes
     MERGE_STATES_BYTES = AggregateExec.PARTIAL_CHUNK_BYTES
 
@@ -347,6 +377,14 @@ class _HashPartition:
         self.folds = plan.mode is AggregateMode.SINGLE and not plan.keys and \
             all(is_decomposable(s) for s in plan.specs)
         self.compacts = plan.mode is not AggregateMode.PARTIAL and plan._mergeable()
+        # a partial aggregate whose keys barely repeat hands rows on as states (``insert``):
+        # from the start when the planner expects no reduction, else when its first chunk
+        # of at least ``SKIP_PROBE_ROWS`` rows kept more than ``SKIP_RATIO`` of them as groups
+        skips = plan.mode is AggregateMode.PARTIAL and bool(plan.keys) and \
+            all(has_row_states(s) for s in plan.specs)
+        estimate = self._estimated_ratio()
+        self.skipping = skips and estimate is not None and estimate > self.SKIP_RATIO
+        self.probing = skips and not self.skipping
         # chunks held before the first compaction: one when the planner expects the groups
         # to reduce the rows, else several (bounded all the same, should it be wrong)
         self.compact_chunks = 1 if self._expects_reduction() else self.COMPACT_MAX_CHUNKS
@@ -361,6 +399,11 @@ class _HashPartition:
     def insert(self, batch: pa.RecordBatch):
         """Hold ``batch``; yields what a partial aggregate flushes."""
         plan, account = self.plan, self.account
+        if self.skipping:  # nothing held: each row goes on as its own state
+            self.metrics.add("skipped_aggregation_rows", batch.num_rows)
+            yield from plan._row_states(batch, self.keys).to_batches(
+                max_chunksize=self.ctx.batch_size)
+            return
         if not ((self.cap is None or account.used + batch.nbytes <= self.cap) and
                 account.try_add(batch.nbytes)):
             self.metrics.set_max("peak_mem", account.used)
@@ -387,13 +430,24 @@ class _HashPartition:
         if plan.mode is AggregateMode.PARTIAL and (
                 full or (self.flush_bytes is not None and account.used >= self.flush_bytes)):
             self.metrics.set_max("peak_mem", account.used)
-            yield from plan._partial(self.batches, self.keys, self.ctx)
+            states = plan._states(self.batches, self.keys)
+            if self.probing and self.rows >= self.SKIP_PROBE_ROWS:
+                # the first chunk of enough rows decides: do the keys repeat?
+                self.probing = False
+                self.skipping = states.num_rows > self.SKIP_RATIO * self.rows
             self._release()
+            yield from with_schema(states, plan.schema).to_batches(
+                max_chunksize=self.ctx.batch_size)
         elif self.compacts and (
                 self.rows >= self.compact_chunks * plan.PARTIAL_CHUNK_ROWS or
                 self.held_bytes >= self.compact_chunks * plan.PARTIAL_CHUNK_BYTES):
             self.metrics.set_max("peak_mem", account.used)
             self._compact(self.batches)
+
+    def _estimated_ratio(self) -> float | None:
+        """The planner's estimate of groups per input row (None: it has none)."""
+        groups, rows = self.plan.row_estimate, self.plan.input.row_estimate
+        return None if groups is None or not rows else groups / rows
 
     def _expects_reduction(self) -> bool:
         """Whether the planner's estimates have the groups reduce a chunk of rows to at most
@@ -403,8 +457,8 @@ class _HashPartition:
         strings, made 30K states merged again at the end: 74 ms of aggregation where one
         pass takes 35 ms); its rows are then held up to ``COMPACT_MAX_CHUNKS`` chunks,
         and compacted there, like any chunk, should the estimate be wrong."""
-        groups, rows = self.plan.row_estimate, self.plan.input.row_estimate
-        return groups is None or not rows or groups <= self.COMPACT_MAX_RATIO * rows
+        ratio = self._estimated_ratio()
+        return ratio is None or ratio <= self.COMPACT_MAX_RATIO
 
     def _compact(self, batches: list[pa.RecordBatch]) -> None:
         """Reduce ``batches`` (held or refused) to states, kept beside the states held.
