@@ -8,8 +8,9 @@ Modes:
     Partial  per input partition, every ~1M rows: reduce to one state row per group.
     Final    per hash partition of the keys: merge the states, finish (avg = sum / count).
 
-A Partial whose keys barely repeat (the planner expects about as many groups as rows, or its
-first chunk kept more than ``SKIP_RATIO`` of its rows as groups) stops aggregating, as
+A Partial whose keys barely repeat (the planner expects about as many groups as rows and its
+first batch agrees, or its first chunk kept more than ``SKIP_RATIO`` of its rows as groups)
+stops aggregating, as
 DataFusion's "skip partial aggregation": each later row goes on as a state of its own
 (``row_states``: sum(x) -> x, count(x) -> 1 or 0, ...), which the Final merges as any state;
 EXPLAIN ANALYZE counts them as ``skipped_aggregation_rows``. Aggregating them would cost a
@@ -378,13 +379,15 @@ class _HashPartition:
             all(is_decomposable(s) for s in plan.specs)
         self.compacts = plan.mode is not AggregateMode.PARTIAL and plan._mergeable()
         # a partial aggregate whose keys barely repeat hands rows on as states (``insert``):
-        # from the start when the planner expects no reduction, else when its first chunk
-        # of at least ``SKIP_PROBE_ROWS`` rows kept more than ``SKIP_RATIO`` of them as groups
+        # from its second batch when the planner expects no reduction and the first batch
+        # agrees, else when its first chunk of at least ``SKIP_PROBE_ROWS`` rows kept more
+        # than ``SKIP_RATIO`` of them as groups
         skips = plan.mode is AggregateMode.PARTIAL and bool(plan.keys) and \
             all(has_row_states(s) for s in plan.specs)
         estimate = self._estimated_ratio()
         self.skipping = skips and estimate is not None and estimate > self.SKIP_RATIO
         self.probing = skips and not self.skipping
+        self.confirming = self.skipping
         # chunks held before the first compaction: one when the planner expects the groups
         # to reduce the rows, else several (bounded all the same, should it be wrong)
         self.compact_chunks = 1 if self._expects_reduction() else self.COMPACT_MAX_CHUNKS
@@ -399,6 +402,16 @@ class _HashPartition:
     def insert(self, batch: pa.RecordBatch):
         """Hold ``batch``; yields what a partial aggregate flushes."""
         plan, account = self.plan, self.account
+        if self.confirming:
+            # the estimate said skip; the first batch is aggregated to check it: keys that
+            # repeat within one batch repeat (a GROUP BY a, b with b a function of a, which
+            # the estimate takes as independent)
+            self.confirming = False
+            states = plan._states([batch], self.keys)
+            self.skipping = states.num_rows > self.SKIP_RATIO * batch.num_rows
+            yield from with_schema(states, plan.schema).to_batches(
+                max_chunksize=self.ctx.batch_size)
+            return
         if self.skipping:  # nothing held: each row goes on as its own state
             self.metrics.add("skipped_aggregation_rows", batch.num_rows)
             yield from plan._row_states(batch, self.keys).to_batches(
