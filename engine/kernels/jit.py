@@ -115,14 +115,22 @@ def kernel(function: Callable) -> Kernel:
 def _compile_module(first: Kernel) -> None:
     """Give ``first`` and every other Kernel of its module a dispatcher, and put those in
     the module's globals (compilation itself is lazy, per argument types, on each
-    dispatcher's first call)."""
+    dispatcher's first call).
+
+    The globals are swapped before any Kernel's ``dispatcher`` is set: another thread calls
+    a Kernel's dispatcher as soon as it sees one, and numba, typing that kernel, must find
+    the kernels it calls as dispatchers, not Kernels ("Untyped global name 'magnitude'" on
+    a fresh install's first query, two partitions compiling decimal.py at once)."""
     numba = load_numba()
     module_globals = first.function.__globals__
     with _lock:
         kernels = {name: value for name, value in module_globals.items()
                    if isinstance(value, Kernel)}
-        for value in [*kernels.values(), first]:
-            if value.dispatcher is None:
-                value.dispatcher = numba.njit(nogil=True, cache=_state["cache"])(value.function)
+        every = {id(value): value for value in [*kernels.values(), first]}
+        dispatchers = {key: value.dispatcher or
+                       numba.njit(nogil=True, cache=_state["cache"])(value.function)
+                       for key, value in every.items()}
         for name, value in kernels.items():
-            module_globals[name] = value.dispatcher
+            module_globals[name] = dispatchers[id(value)]
+        for key, value in every.items():
+            value.dispatcher = dispatchers[key]

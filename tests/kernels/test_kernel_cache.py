@@ -64,3 +64,33 @@ def test_kernels_compile_and_cache_in_the_fallback_when_the_package_dir_is_read_
     assert out.strip() == "[(0, 1), (2, 0), (2, 2)]"
     cached = list((xdg / "plansight" / "numba").rglob("*.nbi"))
     assert any("hash_table" in path.name for path in cached), cached
+
+
+def test_a_kernel_is_published_only_once_its_module_globals_are_dispatchers(tmp_path,
+                                                                         monkeypatch):
+    """Another thread runs a Kernel's dispatcher as soon as it is set, and numba then types
+    the kernels it calls from the module's globals: those must be dispatchers by then. Set
+    first, a fresh install's first query failed with "Untyped global name 'magnitude'"."""
+    import importlib
+
+    (tmp_path / "two_kernels.py").write_text(textwrap.dedent("""
+        def inner(x):
+            return x + 1
+
+        def outer(x):
+            return inner(x) * 2
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("two_kernels")
+    seen: list[bool] = []
+
+    class Watched(jit.Kernel):
+        def __setattr__(self, name, value):
+            if name == "dispatcher" and value is not None:
+                seen.append(not any(isinstance(getattr(module, k), jit.Kernel)
+                                    for k in ("inner", "outer")))
+            super().__setattr__(name, value)
+
+    module.inner, module.outer = Watched(module.inner), Watched(module.outer)
+    assert module.outer(3) == 8
+    assert seen == [True, True]
