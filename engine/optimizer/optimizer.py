@@ -20,8 +20,9 @@ RULES = (
     unwrap_cast_in_comparison,  # on folded literals: compare columns in their own type
     decorrelate_subqueries,  # before pushdown: subqueries become joins filters can move into
     encode_nested_keys,      # struct / list keys by their bytes (also the decorrelated joins')
-    exact_avg,               # AVG of integers and decimals from an exact sum, divided once
     bigint_sum_after_having,  # integer SUM held to BIGINT only in the groups HAVING keeps
+    exact_avg,               # AVG of integers and decimals from an exact sum, divided once
+                             # (after: its projection would hide the HAVING's aggregate)
     eliminate_cross_joins,   # FROM a, b, c: join in the order equalities connect them
     push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
     reorder_joins,           # with filters below the joins, so estimates see them
@@ -37,8 +38,8 @@ RULES = (
 # Nor for a struct or list key: Arrow hashes no nested values.
 # An exact AVG is the result, not an optimization: both plans compute it; so is
 # which groups an integer SUM past BIGINT fails in.
-REQUIRED = (decorrelate_subqueries, encode_nested_keys, exact_avg,
-            bigint_sum_after_having)
+REQUIRED = (decorrelate_subqueries, encode_nested_keys, bigint_sum_after_having,
+            exact_avg)
 
 
 def optimize(plan: LogicalPlan, enabled: bool = True) -> LogicalPlan:

@@ -62,6 +62,11 @@ QUERIES = [
     "HAVING g > 2",
     "SELECT g, i, sum(x) FROM t WHERE x > 0 OR g > 2 GROUP BY GROUPING SETS ((g), (g, i)) "
     "HAVING count(*) < 3",
+    # ... beside an AVG, whose exact-sum projection had hidden the aggregate from the rule,
+    # also when the AVG is pruned (fuzz seed 9861, query 22152)
+    "SELECT g, avg(x), sum(x) FROM t WHERE x > 0 OR g > 2 GROUP BY g HAVING g > 2",
+    "SELECT b.id, d.s FROM (SELECT avg(x) AS a, sum(x) AS s FROM t WHERE x > 0 "
+    "HAVING count(*) > 10) AS d RIGHT JOIN t AS b ON d.s = b.x",
     # a grand total alone (fuzz seed 9101): HAVING is never TRUE
     "SELECT sum(-a.x) FROM t AS a RIGHT JOIN t AS b ON TRUE WHERE a.x > 0 "
     "GROUP BY GROUPING SETS (()) HAVING bool_and(NOT TRUE)",
