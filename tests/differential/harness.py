@@ -115,6 +115,17 @@ def check(sql: str, tables: Mapping[str, pa.Table], **session_options: Any) -> N
     assert_same(actual, expected, ordered=has_top_level_order_by(sql), sql=sql)
 
 
+def check_expression_types(expression: str, tables: Mapping[str, pa.Table],
+                           table_names: tuple[str, ...], **session_options: Any) -> None:
+    """``expression`` over each of ``table_names`` (e.g. one with rows, one empty): its
+    values, its ``typeof`` and its Arrow type the same as DuckDB's."""
+    for table in table_names:
+        sql = f"SELECT id, typeof({expression}) AS ty, {expression} AS x FROM {table}"
+        mine, theirs = run_both(sql, tables, **session_options)
+        assert mine.schema.field("x").type == theirs.schema.field("x").type, sql
+        assert_same(mine, theirs, ordered=False, sql=sql)
+
+
 # ----------------------------------------------------------------------------- ORDER BY keys
 
 @functools.lru_cache(maxsize=64)

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from plansight.engine.errors import ExecutionError
-from tests.differential.harness import assert_same, run_both, run_plansight
+from tests.differential.harness import check_expression_types, run_plansight
 from tests.differential.test_regressions import CONFIGS
 
 _US = 1000  # nanoseconds
@@ -95,12 +95,8 @@ EXPRESSIONS = [
 @pytest.mark.parametrize("expression", EXPRESSIONS)
 def test_interval_scaling_matches_duckdb(expression: str, partitions: int,
                                          batch_size: int) -> None:
-    for table in ("t", "e"):
-        sql = f"SELECT id, typeof({expression}) AS ty, {expression} AS x FROM {table}"
-        mine, theirs = run_both(sql, TABLES, target_partitions=partitions,
-                                batch_size=batch_size)
-        assert mine.schema.field("x").type == theirs.schema.field("x").type, sql
-        assert_same(mine, theirs, ordered=False, sql=sql)
+    check_expression_types(expression, TABLES, ("t", "e"), target_partitions=partitions,
+                           batch_size=batch_size)
 
 
 @pytest.mark.parametrize("expression", [

@@ -17,7 +17,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from tests.differential.harness import assert_same, run_both
+from tests.differential.harness import check_expression_types
 from tests.differential.test_regressions import CONFIGS
 
 TABLES = {"t": pa.table({
@@ -82,9 +82,5 @@ EXPRESSIONS = [
 @pytest.mark.parametrize("partitions,batch_size", CONFIGS)
 @pytest.mark.parametrize("expression", EXPRESSIONS)
 def test_result_types_match_duckdb(expression: str, partitions: int, batch_size: int) -> None:
-    for table in ("t", "e"):
-        sql = f"SELECT id, typeof({expression}) AS ty, {expression} AS x FROM {table}"
-        mine, theirs = run_both(sql, TABLES, target_partitions=partitions,
-                                batch_size=batch_size)
-        assert mine.schema.field("x").type == theirs.schema.field("x").type, sql
-        assert_same(mine, theirs, ordered=False, sql=sql)
+    check_expression_types(expression, TABLES, ("t", "e"), target_partitions=partitions,
+                           batch_size=batch_size)
