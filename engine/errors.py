@@ -73,12 +73,10 @@ def internal_error(error: BaseException, doing: str) -> InternalError:
 
 
 def bigint_sum_overflow(what: str) -> ExecutionError:
-    """SUM over integers is a BIGINT (as in DataFusion, Polars and Spark; DuckDB returns
-    HUGEINT): a total beyond its range is an error that says how to get the exact one."""
+    """A sum kept on int64 (a COUNT's merged partial counts; SUM of integers is a HUGEINT,
+    exact on 128 bits) whose total is beyond BIGINT: an error, never a wrapped value."""
     return ExecutionError(
-        f"Overflow in {what}: the total is beyond the BIGINT range (-2^63 .. 2^63-1). For "
-        "the exact total, sum a wider type: SUM(CAST(x AS HUGEINT)) or "
-        "SUM(CAST(x AS DECIMAL(38, 0)))")
+        f"Overflow in {what}: the total is beyond the BIGINT range (-2^63 .. 2^63-1)")
 
 
 def caret_snippet(sql: str, line: int | None, column: int | None) -> str:

@@ -117,9 +117,9 @@ class Query:
         >>> import pyarrow as pa, plansight as ps
         >>> s = ps.Session(target_partitions=1)
         >>> s.register("t", pa.table({"k": ["a", "b", "a"], "v": [1, 2, 3]}))
-        >>> q = s.sql("SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY k")
+        >>> q = s.sql("SELECT k, max(v) AS top FROM t GROUP BY k ORDER BY k")
         >>> q.to_arrow().to_pydict()
-        {'k': ['a', 'b'], 's': [4, 2]}
+        {'k': ['a', 'b'], 'top': [3, 2]}
     """
 
     def __init__(self, session, sql: str, statement: exp.Expression | None, tables: dict,

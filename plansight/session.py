@@ -184,8 +184,8 @@ class Session:
         >>> import pyarrow as pa, plansight as ps
         >>> s = ps.Session(target_partitions=1)
         >>> s.register("t", pa.table({"x": [1, 2, 3]}))
-        >>> s.sql("SELECT sum(x) AS total FROM t").to_arrow().to_pylist()
-        [{'total': 6}]
+        >>> s.sql("SELECT count(*) AS n, max(x) AS top FROM t").to_arrow().to_pylist()
+        [{'n': 3, 'top': 3}]
     """
 
     def __init__(self, target_partitions: int | None = None, memory_limit: int | str | None = None,

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.engine.errors import PlanError, bigint_sum_overflow, did_you_mean
+from plansight.engine.errors import ExecutionError, PlanError, bigint_sum_overflow, did_you_mean
 from plansight.engine.functions import comoments
 from plansight.engine.functions.capabilities import capabilities
 from plansight.engine.functions.grouped_kernels import aggregate_by_ids
@@ -31,7 +31,7 @@ AGGREGATES = ("count", "count_star", "sum", "avg", "mean", "min", "max", "stddev
               "bit_and", "bit_or", "bit_xor") + comoments.BIVARIATE
 
 BITWISE = ("bit_and", "bit_or", "bit_xor")
-#: the exact sum of integers: the partial state of a BIGINT SUM (and AVG's sum)
+#: the exact sum of integers, DuckDB's HUGEINT: what SUM of integers returns (and AVG's sum)
 EXACT_SUM = pa.decimal128(38, 0)
 # the co-moment state of the two-variable statistics: from rows (partial), from states (final)
 _COMOMENTS, _COMOMENTS_MERGE = "__comoments", "__comoments_merge"
@@ -64,7 +64,9 @@ def aggregate_return_type(func: str, arg_types: list[pa.DataType]) -> pa.DataTyp
         return t
     if func == "sum":
         if pa.types.is_integer(t) or pa.types.is_boolean(t):
-            return pa.int64()
+            # DuckDB sums integers into a HUGEINT: exact past BIGINT (on int64 until a
+            # group's sum could pass it, then on 128 bits)
+            return EXACT_SUM
         if pa.types.is_decimal(t):
             return pa.decimal128(38, t.scale)
         if pa.types.is_floating(t):
@@ -190,6 +192,7 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
             return pa.table(columns, names=result.column_names)
     nan_checks: list[tuple[int, int]] = []  # (spec, position in simple) for MAX over doubles
     overflow_checks: list[tuple[int, int]] = []  # (spec, position) for SUM over integers
+    decimal_checks: list[tuple[int, int]] = []  # (spec, position) for 128-bit DECIMAL SUMs
     single_checks: list[tuple[int, int]] = []  # (spec, position) for var_pop / stddev_pop
     constant_checks: list[tuple[int, int]] = []  # (spec, position of min, max next) for var
     first_rows: list[tuple[int, int]] = []  # (spec, position) for first/any_value on decimals
@@ -278,6 +281,17 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                     column = f"__scaled_{i}"
                     work = work.append_column(column, scaled)
                     scaled_sums.append(i)
+                else:
+                    # on 128-bit words, which Arrow lets wrap and pass 38 digits unchecked:
+                    # a double shadow sum alongside tells an overflow
+                    shadow = f"__dshadow_{i}"
+                    work = work.append_column(shadow, pa.array(
+                        D.approximate_unscaled(table[column]), pa.float64(),
+                        mask=np.asarray(table[column].is_null(), dtype=bool)))
+                    decimal_checks.append((i, len(simple) + 1))
+                    simple.append((i, (column, _KERNEL[spec.func], _kernel_options(spec))))
+                    simple.append((-1, (shadow, "sum", _kernel_options(spec))))
+                    continue
             simple.append((i, (column, _KERNEL[spec.func], _kernel_options(spec))))
             if spec.func == "sum" and pa.types.is_integer(t) and \
                     pa.types.is_integer(spec.type) and _sum_may_wrap(table[column]):
@@ -354,6 +368,11 @@ def aggregate_table(table: pa.Table, keys: list[str], specs: list[AggregateSpec]
                              2.0 ** 62)
         if pc.any(wrapped).as_py():
             raise bigint_sum_overflow(specs[i].output.split("#")[0])
+    for i, position in decimal_checks:
+        shadow = grouped.column(n_keys + position).combine_chunks()
+        if D.sums_overflow(results[i], shadow.fill_null(0.0).to_numpy()):
+            raise ExecutionError(f"Overflow in {specs[i].output.split('#')[0]}: the total "
+                                 f"does not fit in DECIMAL(38, {specs[i].type.scale})")
     for i, position in nan_checks:
         has_nan = pc.fill_null(grouped.column(n_keys + position), False)
         results[i] = pc.if_else(has_nan, pa.scalar(float("nan"), results[i].type), results[i])
@@ -643,8 +662,7 @@ def _decimal_from_units(units: np.ndarray, type_: pa.DataType, mask: np.ndarray)
 # ----------------------------------------------------------------------------- two phases
 #
 #   partial (per input partition, per chunk)      final (per hash partition of the keys)
-#   sum(x)   -> s = sum(x)                         sum(s)  (integers: s exact as
-#                                                  DECIMAL(38, 0), the total held to BIGINT)
+#   sum(x)   -> s = sum(x)                         sum(s)  (integers: exact, DECIMAL(38, 0))
 #   count(x) -> c = count(x)                       sum(c)
 #   min/max, bool_and/or, any_value -> same        same function over the states
 #   bit_and/or/xor -> same                          same function over the states
@@ -670,10 +688,6 @@ def partial_specs(spec: AggregateSpec) -> list[AggregateSpec]:
     if spec.func in comoments.BIVARIATE:
         return [AggregateSpec(_COMOMENTS, spec.column, f"{spec.output}.state",
                               comoments.STATE_TYPE, options=spec.options)]
-    if spec.func == "sum" and spec.type == pa.int64():  # over integers or booleans
-        # a partition's (or a chunk's) partial sum may pass BIGINT while the total fits:
-        # the states carry the exact sum, and only the total is held to BIGINT
-        return [AggregateSpec("sum", spec.column, f"{spec.output}.state", EXACT_SUM)]
     return [AggregateSpec(spec.func, spec.column, f"{spec.output}.state", spec.type)]
 
 
@@ -697,9 +711,6 @@ def finish_merged(spec: AggregateSpec, merged: list[pa.ChunkedArray]) -> pa.Arra
         return pc.fill_null(merged[0], 0)
     if spec.func in comoments.BIVARIATE:
         return comoments.finish(spec.func, comoments.CoMoments.from_arrow(merged[0]))
-    if spec.func == "sum" and spec.type == pa.int64() and pa.types.is_decimal(merged[0].type):
-        if not D.values_fit_int64(merged[0]):
-            raise bigint_sum_overflow(spec.output.split("#")[0])
     return _cast_result(merged[0], spec.type)
 
 

@@ -154,6 +154,8 @@ def _compiled(spec, column, ids: np.ndarray, groups: int, shared: dict) -> pa.Ar
                 counts = _rows_per_group(ids, groups, shared)
             shared[(spec.column, kind)] = (sums, counts)
             shared[("count", spec.column)] = counts
+        if kind == "int" and pa.types.is_decimal(spec.type):  # SUM of integers: DECIMAL(38, 0)
+            return D.from_unscaled(sums, counts > 0, spec.type)
         return _typed(sums, counts > 0, pa.int64() if kind == "int" else spec.type, kind)
     totals = np.zeros(groups, dtype=np.float64)  # over doubles, in row order
     for chunk, chunk_ids in _chunks(column, ids):

@@ -66,6 +66,45 @@ def values_fit_int64(values: pa.Array | pa.ChunkedArray) -> bool:
     return True
 
 
+def approximate_unscaled(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Each decimal128 value's unscaled integer as the nearest-ish double (``high * 2**64 +
+    low``; arbitrary under NULLs): a shadow that tells a 128-bit sum that wrapped (off by
+    2**128) or passed 38 digits from a right one, at any precision."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    parts = [np.empty(0, dtype=np.float64)]
+    for chunk in chunks:
+        if len(chunk) == 0:
+            continue
+        words = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[
+            2 * chunk.offset:2 * (chunk.offset + len(chunk))]
+        parts.append(words[1::2].astype(np.float64) * 2.0**64 +
+                     words[0::2].view(np.uint64).astype(np.float64))
+    return np.concatenate(parts)
+
+
+def sums_overflow(sums: pa.Array | pa.ChunkedArray, shadow: np.ndarray) -> bool:
+    """Whether any of a 128-bit decimal SUM's results is wrong: wrapped (2**128 away from its
+    double ``shadow``, the same sum of ``approximate_unscaled`` values) or beyond 38 digits,
+    which DuckDB reports as an overflow and Arrow's decimal sum does not check."""
+    approx = approximate_unscaled(sums)
+    valid = ~np.asarray(sums.is_null(), dtype=bool) if sums.null_count else \
+        np.ones(len(approx), dtype=bool)
+    with np.errstate(invalid="ignore"):
+        if np.any(valid & ~(np.abs(approx - shadow) < 2.0**100)):
+            return True
+        near = valid & (np.abs(approx) >= 9.9e37)
+    if not near.any():
+        return False
+    values = sums.take(pa.array(np.flatnonzero(near), pa.int64()))
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    words = np.frombuffer(values.buffers()[1], dtype=np.int64)[
+        2 * values.offset:2 * (values.offset + len(values))]
+    # the few totals this close to the limit, exactly, as Python integers
+    return any(abs((int(high) << 64) + int(low)) > 10**38 - 1
+               for low, high in zip(words[0::2].view(np.uint64), words[1::2]))
+
+
 def from_unscaled(ints: np.ndarray, valid: np.ndarray | None, to: pa.DataType) -> pa.Array:
     """A decimal128 array of type ``to`` whose unscaled values are ``ints``."""
     return from_words(to_words(np.asarray(ints, dtype=np.int64)), valid, to)

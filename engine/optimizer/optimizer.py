@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from plansight.engine.logical.plan import LogicalPlan
-from plansight.engine.optimizer.bigint_sum_after_having import bigint_sum_after_having
 from plansight.engine.optimizer.decorrelate_subqueries import decorrelate_subqueries
 from plansight.engine.optimizer.eliminate_cross_joins import eliminate_cross_joins
 from plansight.engine.optimizer.encode_nested_keys import encode_nested_keys
@@ -20,9 +19,7 @@ RULES = (
     unwrap_cast_in_comparison,  # on folded literals: compare columns in their own type
     decorrelate_subqueries,  # before pushdown: subqueries become joins filters can move into
     encode_nested_keys,      # struct / list keys by their bytes (also the decorrelated joins')
-    bigint_sum_after_having,  # integer SUM held to BIGINT only in the groups HAVING keeps
     exact_avg,               # AVG of integers and decimals from an exact sum, divided once
-                             # (after: its projection would hide the HAVING's aggregate)
     eliminate_cross_joins,   # FROM a, b, c: join in the order equalities connect them
     push_down_filters,       # also turns cross joins + WHERE equalities into equi-joins
     reorder_joins,           # with filters below the joins, so estimates see them
@@ -36,10 +33,8 @@ RULES = (
 
 # Rules a plan cannot run without: the physical planner has no operator for a subquery.
 # Nor for a struct or list key: Arrow hashes no nested values.
-# An exact AVG is the result, not an optimization: both plans compute it; so is
-# which groups an integer SUM past BIGINT fails in.
-REQUIRED = (decorrelate_subqueries, encode_nested_keys, bigint_sum_after_having,
-            exact_avg)
+# An exact AVG is the result, not an optimization: both plans compute it.
+REQUIRED = (decorrelate_subqueries, encode_nested_keys, exact_avg)
 
 
 def optimize(plan: LogicalPlan, enabled: bool = True) -> LogicalPlan:

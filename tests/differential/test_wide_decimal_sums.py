@@ -60,3 +60,39 @@ def test_values_fit_int64_looks_at_every_non_null_value():
     assert not D.values_fit_int64(beyond)
     assert D.values_fit_int64(beyond.slice(0, 1))
     assert not D.values_fit_int64(pa.chunked_array([fits, beyond]))
+
+
+# near the 38-digit limit: a group whose total passes it (an error in both engines), totals
+# that come back within it after passing 2**127 on the way in no engine's order, and NULLs
+_LIMIT = 10**37 * 9
+_EDGE_TABLES = {"e": pa.table({
+    "g": pa.array([1, 1, 2, 2, 2, 3, 3, 4], pa.int64()),
+    "v": pa.array([None if x is None else decimal.Decimal(x) for x in
+                   (_LIMIT, _LIMIT, _LIMIT, -_LIMIT, 5, -_LIMIT, None, 10**38 - 1)],
+                  pa.decimal128(38, 0)),
+})}
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 7, 8192])
+@pytest.mark.parametrize("partitions", [1, 2, 3, 8])
+def test_sums_past_38_digits_are_an_error_not_a_wrapped_value(partitions, batch_size):
+    from plansight.errors import ExecutionError
+    from tests.differential.harness import run_plansight
+
+    options = {"target_partitions": partitions, "batch_size": batch_size}
+    check("SELECT g, sum(v) FROM e WHERE g > 1 GROUP BY g", _EDGE_TABLES, **options)
+    for sql in ("SELECT g, sum(v) FROM e GROUP BY g", "SELECT sum(v) FROM e WHERE g = 1",
+                "SELECT sum(v) FROM e WHERE g IN (1, 4)"):
+        with pytest.raises(ExecutionError, match=r"Overflow in SUM\(v\).*DECIMAL\(38, 0\)"):
+            run_plansight(sql, _EDGE_TABLES, **options)
+
+
+def test_sums_overflow_tells_wrapped_and_too_wide_totals():
+    ok = pa.array([decimal.Decimal(10**38 - 1), None, decimal.Decimal(-5)], pa.decimal128(38, 0))
+    assert not D.sums_overflow(ok, np.array([1e38, 0.0, -5.0]))
+    # 2**128 away from its shadow: a wrapped 128-bit sum
+    assert D.sums_overflow(ok, np.array([1e38 - 2.0**128, 0.0, -5.0]))
+    # the shadow agrees but the value has 39 digits (Arrow's decimal sum does not check)
+    wide = pa.Array.from_buffers(pa.decimal128(38, 0), 1, [None, pa.py_buffer(
+        (10**38).to_bytes(16, "little", signed=True))])
+    assert D.sums_overflow(wide, np.array([1e38]))

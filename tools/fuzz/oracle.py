@@ -14,11 +14,9 @@ Not bugs: ``float-rounding`` (a DOUBLE ORDER BY key that the engines round a few
 decides the order and which rows a LIMIT keeps, ``_order_decided_by_rounding``; or doubles a
 few ulps apart that DISTINCT, a set operation or GROUP BY keeps as separate rows,
 ``_duplicates_decided_by_rounding``),
-``evaluation-order`` (an error one engine's order of evaluation avoids, see ``check``; e.g.
-DuckDB computes x of a correlated ``x IN (...)`` for rows that correlate with nothing,
-plansight does not) and ``sum-beyond-bigint`` (an integer SUM whose total passes BIGINT,
-plansight's result type, which DuckDB returns as HUGEINT, or never computes because its plan
-stopped early or skipped the block holding it: that block run alone overflows in both).
+and ``evaluation-order`` (an error one engine's order of evaluation avoids, see ``check``;
+e.g. DuckDB computes x of a correlated ``x IN (...)`` for rows that correlate with nothing,
+plansight does not).
 Results of queries with a variance-family aggregate (var_pop, stddev, ...) compare at 1e-6
 relative, not 1e-9: DuckDB's streaming update loses digits on large values with a small
 spread (``_compare``).
@@ -37,7 +35,6 @@ import sqlglot
 from sqlglot import exp
 
 import plansight as ps
-from plansight.engine.kernels.decimal import values_fit_int64
 from plansight.errors import (
     Cancelled,
     ExecutionError,
@@ -203,16 +200,6 @@ def classify_error(error: Exception) -> tuple[str, str]:
     if isinstance(error, PlansightError):
         return "error-only-plansight", f"{type(error).__name__}: {gist(error)}"
     return "raw", f"{type(error).__name__}: {gist(error)}"
-
-
-def beyond_bigint_sum(error: Exception, expected: pa.Table) -> bool:
-    """Whether plansight refused an integer SUM whose total passes BIGINT (its documented
-    result type; DuckDB sums into HUGEINT) and DuckDB's result shows such a value: a HUGEINT
-    column (DECIMAL(38, 0) in Arrow) with a value beyond int64."""
-    if not (isinstance(error, ExecutionError) and "beyond the BIGINT range" in str(error)):
-        return False
-    return any(column.type == pa.decimal128(38, 0) and not values_fit_int64(column)
-               for column in expected.columns)
 
 
 # aggregates that skip NULL arguments: agg(x) FILTER (WHERE c) = agg(CASE WHEN c THEN x END)
@@ -494,96 +481,6 @@ def _empty_operand_decides(engines: Engines, sql: str, actual: pa.Table) -> bool
     return False
 
 
-def _duckdb_sum_beyond_bigint(engines: Engines, sql: str, error: Exception,
-                              partitions: int = 1, batch_size: int = 8192) -> bool:
-    """Whether plansight's BIGINT SUM overflow is one DuckDB's HUGEINT sum hides (the total is
-    filtered, compared or set-operated away): DuckDB fails too once every SUM is cast to
-    BIGINT; or one DuckDB never computes in BIGINT terms because it stops early or skips a
-    subtree whose rows cannot matter (a LIMIT stops pulling a derived table's groups after
-    the first vector, an empty build side skips its probe side), while plansight computes
-    that subtree whole (``_subtree_sum_beyond_bigint``).
-
-    Arithmetic on such a sum overflows BIGINT too where DuckDB's HUGEINT does not
-    (``sum(j) + sum(j)``, fuzz seed 9842 query 7120): the same checks excuse it, since
-    DuckDB raises as well once its SUMs are BIGINTs."""
-    if not (isinstance(error, ExecutionError) and _BIGINT_OVERFLOW.search(str(error))):
-        return False
-    tree = sqlglot.parse_one(sql, read="duckdb")
-    if not any(True for _ in tree.find_all(exp.Sum)):
-        return False
-    if _duckdb_overflows(engines, tree.transform(_sum_as_bigint).sql(dialect="duckdb")):
-        return True
-    return _subtree_sum_beyond_bigint(engines, tree, error, partitions, batch_size)
-
-
-_BIGINT_OVERFLOW = re.compile(r"beyond the BIGINT range|Overflow in \w+ of BIGINT")
-
-
-def _duckdb_overflows(engines: Engines, sql: str) -> bool:
-    """Whether DuckDB raises an out-of-range or overflow error for ``sql``."""
-    try:
-        again = engines.duckdb(sql)
-    except DuckDBRejects:
-        return False
-    return isinstance(again, duckdb.Error) and ("out of range" in str(again).lower() or
-                                                "overflow" in str(again).lower())
-
-
-_MAX_SUBTREES = 8
-
-
-def sum_subtrees(tree: exp.Expression) -> list[str]:
-    """The query blocks of ``tree`` that hold a SUM, each as a query of its own without its
-    LIMIT and OFFSET (the root only when it has one: it is the query itself otherwise),
-    innermost first: a derived table, a set operation's operand, an uncorrelated subquery,
-    the whole query without the LIMIT that cut it."""
-    blocks = []
-    for node in tree.find_all(exp.Select, exp.SetOperation):
-        if not any(True for _ in node.find_all(exp.Sum)):
-            continue
-        limited = node.args.get("limit") is not None or node.args.get("offset") is not None
-        if node is tree and not limited:
-            continue
-        block = node.copy()
-        block.set("limit", None)
-        block.set("offset", None)
-        blocks.append((-node.depth, block.sql(dialect="duckdb")))
-    texts: list[str] = []
-    for _, text in sorted(blocks, key=lambda b: b[0]):
-        if text not in texts:
-            texts.append(text)
-    return texts[:_MAX_SUBTREES]
-
-
-def _subtree_sum_beyond_bigint(engines: Engines, tree: exp.Expression, error: Exception,
-                               partitions: int, batch_size: int) -> bool:
-    """Whether a query block of ``tree`` holding a SUM (``sum_subtrees``), run alone, raises
-    plansight's overflow (the same message: the same SUM) and overflows in DuckDB once its
-    SUMs are cast to BIGINT: the SUM's total on its own input is past BIGINT, which DuckDB's
-    plan for the whole query never computed in BIGINT terms (it stopped pulling or skipped
-    the block; SQL leaves both open) and plansight's plan computed whole. A correlated
-    subquery does not run alone in either engine and is not tried."""
-    for text in sum_subtrees(tree):
-        mine = engines.plansight(text, partitions, batch_size)
-        if not (isinstance(mine, ExecutionError) and gist(mine) == gist(error)):
-            continue
-        narrowed = sqlglot.parse_one(text, read="duckdb").transform(_sum_as_bigint)
-        if _duckdb_overflows(engines, narrowed.sql(dialect="duckdb")):
-            return True
-    return False
-
-
-def _sum_as_bigint(node: exp.Expression) -> exp.Expression:
-    """A SUM cast to BIGINT, with its FILTER and window: ``CAST(sum(x) OVER w AS BIGINT)``
-    (``CAST(sum(x) AS BIGINT) OVER w`` is no window, and DuckDB rejects it)."""
-    inner = node.this if isinstance(node, (exp.Window, exp.Filter)) else node
-    if isinstance(inner, exp.Filter):
-        inner = inner.this
-    if isinstance(inner, exp.Sum) and not isinstance(node.parent, (exp.Window, exp.Filter)):
-        return exp.cast(node.copy(), "BIGINT")
-    return node
-
-
 # the variance family: DuckDB updates a running mean and sum of squares per row in doubles
 # (Welford), whose relative error grows with mean**2 / variance and reached ~1e-8 on the
 # fuzzer's extremes (seeds 9001-9004, 2 queries), where plansight's matched the exact value
@@ -835,13 +732,6 @@ def check(sql: str, tables: dict[str, pa.Table] | Engines, settings: list[tuple[
             kind, detail = classify_error(actual)
             if isinstance(expected, Exception) and isinstance(actual, ExecutionError):
                 continue  # both fail at run time (overflow, division by zero, conversion)
-            if not isinstance(expected, Exception) and (
-                    beyond_bigint_sum(actual, expected) or
-                    _duckdb_sum_beyond_bigint(engines, sql, actual, partitions,
-                                              batch_size)):
-                findings.append(Finding("sum-beyond-bigint", "SUM past BIGINT (DuckDB: "
-                                        "HUGEINT)", sql, where))
-                break
             if isinstance(actual, ExecutionError) and engines.duckdb_unoptimized_fails(sql):
                 findings.append(Finding("evaluation-order", f"DuckDB's optimizer skipped: "
                                         f"{detail}", sql, where))

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plansight.engine.errors import ExecutionError, NotSupportedError, bigint_sum_overflow
+from plansight.engine.errors import ExecutionError, NotSupportedError
 from plansight.engine.functions.scalar import types as T
 from plansight.engine.functions.scalar.conditional import bind_case
 from plansight.engine.functions.scalar.registry import binder, call, expect_arity, kernel
@@ -23,9 +23,7 @@ from plansight.engine.functions.scalar.vector import (
     broadcast,
     finish,
     from_numpy,
-    scalar_value,
 )
-from plansight.engine.kernels.decimal import values_fit_int64
 from plansight.engine.kernels.nested_keys import canonical_bytes
 from plansight.engine.kernels.order_keys import order_bytes
 from plansight.engine.logical.expr import Call, Expr, Literal
@@ -146,14 +144,3 @@ def nested_order_key_kernel(args: list[Value], call_: Call) -> Value:
     what ORDER BY and ``<`` sort and compare nested values by."""
     (values,), all_scalar = broadcast(args)
     return finish(order_bytes(values), all_scalar)
-
-
-@kernel("bigint_sum_total")
-def bigint_sum_total_kernel(args: list[Value], call_: Call) -> Value:
-    """``bigint_sum_total(exact, name)``: an integer SUM's exact DECIMAL(38, 0) total as the BIGINT
-    SUM returns, evaluated above HAVING (optimizer/bigint_sum_after_having.py) so that only
-    the groups HAVING keeps must fit."""
-    (totals,), all_scalar = broadcast(args[:1])
-    if not values_fit_int64(totals):
-        raise bigint_sum_overflow(scalar_value(args[1]))
-    return finish(pc.cast(totals, pa.int64(), safe=False), all_scalar)

@@ -86,9 +86,9 @@ def evaluate_window(func: str, args: list[pa.Array], *, partition_starts: np.nda
     Example:
         >>> starts = np.array([0, 3, 5])
         >>> spec = FrameSpec("rows", FrameBound("preceding", 1), FrameBound("current_row"))
-        >>> evaluate_window("sum", [pa.array([1, 2, 3, 10, 20])], partition_starts=starts,
+        >>> evaluate_window("sum", [pa.array([1.0, 2, 3, 10, 20])], partition_starts=starts,
         ...                 order_keys=[], descending=[], nulls_first=[], frame=spec).to_pylist()
-        [1, 3, 5, 10, 30]
+        [1.0, 3.0, 5.0, 10.0, 30.0]
     """
     name = func.lower()
     layout = partition_layout(partition_starts)

@@ -193,7 +193,7 @@ def _distinct_sum_family(func: str, values: pa.Array, contributing: np.ndarray,
     max_frame = bounds.max_length
     column = summable(values, contributing, func, max_frame)
     channels = column.channels
-    risky = column.kind == "int" and func == "sum" and \
+    risky = column.kind == "int" and func == "sum" and not column.split and \
         column.max_abs * max(max_frame, 1) >= 2**63
     if risky:  # a double shadow of the distinct sums tells whether int64 wrapped
         if column.max_abs > 2**63:

@@ -2,11 +2,11 @@
 
 A summable column becomes numpy *channels* that are summed over frames independently:
 
-    int, bool, uint     one int64 channel (wrapping prefix sums, exact modulo 2**64 per
-                        frame; a double shadow tells a wrapped frame sum, beyond BIGINT)
+    int, bool, uint     one int64 channel (prefix sums exact modulo 2**64 per frame)
     decimal             one int64 channel of unscaled values (any precision whose values
-                        fit int64); two, the high and low 32 bits, when a frame's sum could
-                        pass int64: joined exactly into the DECIMAL(38, s) result
+                        fit int64)
+                        both: two channels, the high and low 32 bits, when a frame's sum
+                        could pass int64: joined exactly into the DECIMAL(38, s) result
     float               one float64 channel (NaN/inf replaced by 0, compensated prefix sums)
                         + three int64 counters: NaN, +inf, -inf
 
@@ -51,14 +51,14 @@ class Summable:
 
 
 def _split(column: Summable, func: str, max_frame: int) -> Summable:
-    """AVG of integers, and SUM of decimals, that a frame's int64 sum could overflow (DuckDB
+    """AVG and SUM of integers and decimals that a frame's int64 sum could overflow (DuckDB
     sums them exactly, as HUGEINT / DECIMAL(38, s)): each value as its high and low 32 bits,
     two channels whose frame sums stay in int64 (frames under 2**31 rows), joined once
-    (avg_result, sum_result). An integer SUM keeps one channel: its result is a BIGINT."""
+    (avg_result, sum_result)."""
     if column.max_abs < 2**31 or column.max_abs > _INT64_LIMIT or \
             column.max_abs * max(max_frame, 1) < _INT64_LIMIT:
         return column
-    if not (func == "avg" or (func == "sum" and column.kind == "decimal")):
+    if func not in ("sum", "avg"):
         return column
     (ints,) = column.channels
     return Summable(column.kind, (ints >> 32, ints & 0xFFFFFFFF), column.scale, column.max_abs,

@@ -1,8 +1,8 @@
-"""Argument checks and return types of window functions (DuckDB's, with int64 for HUGEINT).
+"""Argument checks and return types of window functions (DuckDB's, DECIMAL(38, 0) for HUGEINT).
 
     row_number, rank, dense_rank, ntile, count, count_star     int64
     percent_rank, cume_dist, avg, stddev*, var*                 float64
-    sum(int / uint / bool)                                      int64  (DuckDB: HUGEINT)
+    sum(int / uint / bool)                                      decimal128(38, 0) (HUGEINT)
     sum(float / double)                                         float64
     sum(decimal(p, s))                                          decimal128(38, s)
     min, max, first_value, last_value, nth_value, lag, lead     the argument type
@@ -45,7 +45,7 @@ def window_return_type(func: str, arg_types: list[pa.DataType]) -> pa.DataType:
 
     Example:
         >>> window_return_type("sum", [pa.int32()]), window_return_type("lag", [pa.string()])
-        (DataType(int64), DataType(string))
+        (Decimal128Type(decimal128(38, 0)), DataType(string))
     """
     name = func.lower()
     if name not in _ARITY:
@@ -105,7 +105,7 @@ def window_return_type(func: str, arg_types: list[pa.DataType]) -> pa.DataType:
         if pa.types.is_floating(arg):
             return pa.float64()
         if numeric or pa.types.is_boolean(arg):
-            return pa.int64()
+            return pa.decimal128(38, 0)  # DuckDB's HUGEINT: exact past BIGINT
         raise PlanError(f"sum() needs a numeric argument, got {arg}")
     if name == "avg" or name in VARIANCE_FUNCTIONS:
         if not numeric:

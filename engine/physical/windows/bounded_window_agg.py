@@ -450,7 +450,8 @@ def _fold(carry: _Carry, window: WindowCall, dropped: pa.Table) -> _Carry:
         if pa.types.is_floating(values.type):
             total = carry.total + float(np.sum(values.cast(pa.float64()).to_numpy()))
         else:
-            total = carry.total + (pc.sum(values.cast(pa.int64())).as_py() or 0)
+            # exact on 128 bits: the running total is a HUGEINT (DECIMAL(38, 0))
+            total = carry.total + int(pc.sum(values.cast(pa.decimal128(38, 0))).as_py() or 0)
         return _Carry(count, total, carry.extreme)
     if pa.types.is_floating(values.type):
         numbers = values.to_numpy()

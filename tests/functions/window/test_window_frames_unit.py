@@ -23,7 +23,7 @@ from plansight.engine.functions.window import (
     window_return_type,
 )
 from plansight.engine.functions.window.sparse_table import RangeExtremum
-from plansight.errors import ExecutionError, NotSupportedError, PlanError
+from plansight.errors import NotSupportedError, PlanError
 
 UP, UF, CR = (FrameBound("unbounded_preceding"), FrameBound("unbounded_following"),
               FrameBound("current_row"))
@@ -312,12 +312,15 @@ def test_not_supported() -> None:
     assert _call("sum", [fits], [], None).to_pylist() == [decimal.Decimal(3 * 2**62)] * 3
 
 
-def test_integer_sum_beyond_bigint_raises() -> None:
+def test_integer_sum_beyond_bigint_is_exact() -> None:
+    """SUM of integers is a HUGEINT (DECIMAL(38, 0)): frames past BIGINT sum exactly, on the
+    high and low 32 bits of each value, plain and DISTINCT."""
     big = pa.array([2**62, 2**62, 2**62], pa.int64())
-    with pytest.raises(ExecutionError, match="BIGINT range"):
-        _call("sum", [big], [], None)
-    with pytest.raises(ExecutionError, match="BIGINT range"):
-        _call("sum", [pa.array([2**62, 2**62 + 1], pa.int64())], [], None, distinct=True)
+    assert _call("sum", [big], [], None).to_pylist() == [3 * 2**62] * 3
+    assert _call("sum", [pa.array([2**62, 2**62 + 1], pa.int64())], [], None,
+                 distinct=True).to_pylist() == [2**63 + 1] * 2
+    assert _call("sum", [pa.array([-2**63, -2**63, None], pa.int64())], [], None
+                 ).to_pylist() == [-2**64] * 3
     # duplicates do not add up in a DISTINCT sum
     assert _call("sum", [big], [], None, distinct=True).to_pylist() == [2**62] * 3
     # running sums past 2**63 whose frame totals fit are exact
@@ -347,7 +350,7 @@ def test_materialization_cap(monkeypatch) -> None:
     ("row_number", [], pa.int64()), ("ntile", [pa.int32()], pa.int64()),
     ("percent_rank", [], pa.float64()), ("cume_dist", [], pa.float64()),
     ("count", [pa.string()], pa.int64()), ("count_star", [], pa.int64()),
-    ("sum", [pa.int8()], pa.int64()), ("sum", [pa.uint64()], pa.int64()),
+    ("sum", [pa.int8()], pa.decimal128(38, 0)), ("sum", [pa.uint64()], pa.decimal128(38, 0)),
     ("sum", [pa.float32()], pa.float64()), ("sum", [pa.decimal128(10, 2)],
                                             pa.decimal128(38, 2)),
     ("avg", [pa.int32()], pa.float64()), ("avg", [pa.decimal128(10, 2)], pa.float64()),
