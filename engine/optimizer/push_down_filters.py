@@ -16,6 +16,7 @@ from plansight.engine.logical import plan as lp
 from plansight.engine.logical.estimate import estimate_rows
 from plansight.engine.logical.expr import (
     Call,
+    Cast,
     Column,
     Expr,
     Literal,
@@ -119,7 +120,7 @@ def _push(plan: lp.LogicalPlan, predicates: list[Expr]) -> lp.LogicalPlan:
 
 def _push_join(join: lp.Join, predicates: list[Expr]) -> lp.LogicalPlan:
     left_ids, right_ids = _ids(join.left), _ids(join.right)
-    kind = join.kind
+    kind = _without_null_extension(join.kind, predicates, left_ids, right_ids)
     conditions = split_conjunction(join.filter) + [
         Call("eq", (a, b), _bool()) for a, b in join.on]
     above, to_left, to_right, join_conditions = [], [], [], []
@@ -132,9 +133,11 @@ def _push_join(join: lp.Join, predicates: list[Expr]) -> lp.LogicalPlan:
             to_left.append(p)
         elif cols <= right_ids and kind in ("inner", "cross", "right"):
             to_right.append(p)
-        elif kind in ("inner", "cross") and not is_volatile(p):
+        elif kind in ("inner", "cross") and not is_volatile(p) and not join.null_equal:
             join_conditions.append(p)
         else:
+            # a join whose keys match NULL to NULL (decorrelation's join back on the
+            # distinct values) would give a WHERE's x = y its NULL-safe meaning
             above.append(p)
     # an OR over both sides still implies, per side, the OR of that side's parts
     if kind in ("inner", "cross"):
@@ -161,6 +164,54 @@ def _push_join(join: lp.Join, predicates: list[Expr]) -> lp.LogicalPlan:
     if new_kind in ("semi", "anti"):
         new = _sink_semi_join(new)
     return _wrap(new, above)
+
+
+# operators whose result is NULL when any operand is NULL
+_NULL_IN_NULL_OUT = ("add", "subtract", "multiply", "divide", "integer_divide", "modulo",
+                     "negate", "not", "eq", "neq", "lt", "lte", "gt", "gte")
+
+
+def _without_null_extension(kind: str, predicates: list[Expr], left_ids: set[int],
+                            right_ids: set[int]) -> str:
+    """The join kind once a WHERE conjunct that no NULL-extended row passes drops them: a
+    LEFT join whose WHERE rejects a NULL right side is an inner join (FULL becomes LEFT,
+    RIGHT or inner), as DuckDB and DataFusion simplify it. The inner join's conditions and
+    the WHERE's one-sided predicates then filter both sides before the join, and
+    reorder_joins may move it."""
+    if kind not in ("left", "right", "full"):
+        return kind
+    drops_null_right = kind in ("left", "full") and any(
+        _rejects_nulls_of(p, right_ids) for p in predicates)
+    drops_null_left = kind in ("right", "full") and any(
+        _rejects_nulls_of(p, left_ids) for p in predicates)
+    if kind == "full":
+        # dropping the rows whose right side is NULL keeps the right join's rows, and so on
+        return {(True, True): "inner", (True, False): "right", (False, True): "left",
+                (False, False): "full"}[(drops_null_right, drops_null_left)]
+    return "inner" if drops_null_right or drops_null_left else kind
+
+
+def _rejects_nulls_of(predicate: Expr, side: set[int]) -> bool:
+    """Whether ``predicate`` is NULL or FALSE on every row whose ``side`` columns are all
+    NULL (conservative: only what certainly is)."""
+    if isinstance(predicate, Call) and predicate.func == "and":
+        return any(_rejects_nulls_of(a, side) for a in predicate.args)
+    if isinstance(predicate, Call) and predicate.func == "or":
+        return all(_rejects_nulls_of(a, side) for a in predicate.args)
+    if isinstance(predicate, Call) and predicate.func == "is_not_null":
+        return _null_when_null(predicate.args[0], side)
+    return _null_when_null(predicate, side)
+
+
+def _null_when_null(expr: Expr, side: set[int]) -> bool:
+    """Whether ``expr`` is NULL when the ``side`` columns are."""
+    if isinstance(expr, Column):
+        return expr.id in side
+    if isinstance(expr, Cast):
+        return _null_when_null(expr.expr, side)
+    if isinstance(expr, Call) and expr.func in _NULL_IN_NULL_OUT:
+        return any(_null_when_null(a, side) for a in expr.args)
+    return False
 
 
 def _constant(predicate: Expr) -> bool:

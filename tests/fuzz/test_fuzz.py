@@ -132,10 +132,6 @@ def test_correlated_in_computed_only_where_it_correlates_is_evaluation_order():
     # DuckDB pushes it too, but first rewrites -(a.i) IS DISTINCT FROM 1 to a.i IS DISTINCT
     # FROM -1 (with a.id for 1 it raises as plansight does)
     "SELECT a.s FROM t AS a JOIN u AS c ON a.s = c.s WHERE (-(a.i)) IS DISTINCT FROM 1",
-    # x of x IN (a one-row subquery whose value is NULL): DuckDB's hash table holds no key
-    # and it never computes x (query 37216)
-    "SELECT a.i FROM t AS a WHERE CAST(a.x AS INTEGER) IN "
-    "(SELECT max(CAST(NULL AS INTEGER)) FROM u)",
     # a constant x that always raises, on the inner side of a correlated IN (query 95832)
     "SELECT a.s FROM t AS a WHERE (2147483647 * 2) IN "
     "(SELECT c.y FROM u AS c WHERE c.s = a.s || 'zz')",
@@ -174,6 +170,25 @@ def test_an_expression_that_raises_on_its_input_is_evaluation_order(sql):
                              "y": pa.array([1, None, 3], pa.int64())})}
     (finding,) = [(f.kind, f.detail) for f in check(sql, tables, [(1, 8192), (2, 1)])]
     assert finding[0] == "evaluation-order" and "raises on its input" in finding[1]
+
+
+def test_a_where_in_over_a_null_only_subquery_is_computed_as_duckdb_computes_it():
+    """x of ``WHERE x IN (one row whose value is NULL)``: DuckDB's hash table holds no key and
+    it never computes x (seed 9105, query 37216). The WHERE rejects the NULL-extended rows of
+    the mark join, which is then an inner join, so plansight's optimized plan does not
+    compute x either; only its optimizer-off reference plan does, and raises: evaluation
+    order."""
+    import pyarrow as pa
+
+    from tools.fuzz.oracle import check
+
+    tables = {"t": pa.table({"x": pa.array([2**62, 2**62, 1], pa.int64()),
+                             "s": pa.array(["a", "b", "c"])}),
+              "u": pa.table({"y": pa.array([1, None, 3], pa.int64())})}
+    sql = ("SELECT a.s FROM t AS a WHERE CAST(a.x AS INTEGER) IN "
+           "(SELECT max(CAST(NULL AS INTEGER)) FROM u)")
+    (finding,) = [(f.kind, f.detail) for f in check(sql, tables, [(1, 8192), (2, 1)])]
+    assert finding[0] == "evaluation-order" and finding[1].startswith("reference plan:")
 
 
 def test_raising_probes_read_what_the_expression_is_evaluated_on():
