@@ -206,3 +206,29 @@ def _positive():
     from plansight.engine.logical.expr import Call
 
     return Call("gt", (V, Literal(0.0, pa.float64())), pa.bool_())
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3, 8])
+@pytest.mark.parametrize("batch_size", [1, 3, 7, 8192])
+def test_streamed_integer_running_sums_are_exact_hugeints(partitions, batch_size):
+    """A running integer SUM is a HUGEINT (DECIMAL(38, 0)): the carry across batches adds
+    exactly past BIGINT; AVG and a SUM of booleans alike; against DuckDB."""
+    import plansight as ps
+    from tests.differential.harness import assert_same, run_duckdb
+
+    n = 40
+    table = pa.table({
+        "g": pa.array([i // 20 for i in range(n)], pa.int64()),
+        "id": pa.array(range(n), pa.int64()),
+        "x": pa.array([None if i % 7 == 0 else (2**62 if i % 3 else -5) for i in range(n)],
+                      pa.int64()),
+        "b": pa.array([i % 2 == 0 for i in range(n)])})
+    sql = ("SELECT id, sum(x) OVER (PARTITION BY g ORDER BY id) AS s, avg(x) OVER "
+           "(PARTITION BY g ORDER BY id) AS a, sum(b) OVER (PARTITION BY g ORDER BY id) AS sb "
+           "FROM t")
+    session = ps.Session(target_partitions=partitions, batch_size=batch_size)
+    session.set_option("window_executor", "sorted")
+    session.register("t", table, sorted_by=["g", "id"])
+    query = session.sql(sql)
+    assert "BoundedWindowAggExec" in query.explain()
+    assert_same(query.to_arrow(), run_duckdb(sql, {"t": table}), ordered=False, sql=sql)

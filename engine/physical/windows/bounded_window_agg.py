@@ -45,6 +45,7 @@ uses the partition-at-a-time WindowAggExec.
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -381,7 +382,16 @@ class BoundedWindowAggExec(ExecutionPlan):
         if func in ("sum", "avg"):
             sums = values if func == "sum" else self._evaluate(index, window, table, starts,
                                                                 order_keys, "sum")
-            total = sums.fill_null(0).to_numpy(zero_copy_only=False)[head] + carry.total
+            if pa.types.is_decimal(sums.type):
+                # an integer SUM is a HUGEINT (DECIMAL(38, 0)): the carry is added on 256-bit
+                # words, exact and vectorized, then narrowed (an overflow is an error)
+                wide = pa.decimal256(40, 0)
+                total = pc.add(sums.slice(0, first_end).fill_null(0).cast(wide),
+                               pa.scalar(decimal.Decimal(carry.total), wide))
+                total = total.cast(values.type if func == "sum" else pa.float64())
+                total = total.to_numpy(zero_copy_only=False) if func == "avg" else total
+            else:
+                total = sums.fill_null(0).to_numpy(zero_copy_only=False)[head] + carry.total
             if func == "avg":
                 counts = self._evaluate(index, window, table, starts, order_keys, "count")
                 total = total / (counts.to_numpy()[head] + carry.count)
